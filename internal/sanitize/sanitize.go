@@ -54,12 +54,12 @@ var (
 type state uint8
 
 const (
-	stGround  state = iota
-	stEsc           // after ESC
-	stEscInt        // ESC + intermediate bytes, waiting for the final byte
-	stCSI           // ESC [ params/intermediates, waiting for the final byte
-	stStr           // inside OSC/DCS/SOS/PM/APC, up to BEL or ESC \
-	stStrEsc        // ESC seen inside a string
+	stGround state = iota
+	stEsc          // after ESC
+	stEscInt       // ESC + intermediate bytes, waiting for the final byte
+	stCSI          // ESC [ params/intermediates, waiting for the final byte
+	stStr          // inside OSC/DCS/SOS/PM/APC, up to BEL or ESC \
+	stStrEsc       // ESC seen inside a string
 )
 
 // Sanitizer is a streaming pty-output sanitizer. It is not safe for
