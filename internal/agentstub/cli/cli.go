@@ -1,0 +1,172 @@
+// Package cli is the dify-agent command line: the commands of
+// shared/spec/agent-cli.md over the agentstub client. Its help text is shown
+// to a model, so it is short and exact, and tested against golden files.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shellctl/shellctl/internal/agentstub"
+)
+
+const rootName = "dify-agent"
+
+// Exit statuses.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1
+	ExitUsage   = 2
+	confDir     = ".dify_conf"
+	jsonFlag    = "json"
+	jsonFlagUse = "print JSON"
+)
+
+// app holds what the commands read and write, so tests of the package and
+// the binary see the same behaviour.
+type app struct {
+	stdin  io.Reader
+	stdout io.Writer
+	getenv func(string) string
+}
+
+// Main runs dify-agent with args (without the program name) and returns the
+// exit status. Failures go to stderr as one line each.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdin: stdin, stdout: stdout, getenv: getenv}
+	root := a.newRoot()
+	root.SetArgs(withConnect(root, args))
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var f *failure
+	var fs failures
+	switch {
+	case errors.As(err, &fs):
+		fmt.Fprintln(stderr, fs.Error())
+		return ExitFailed
+	case errors.As(err, &f):
+		fmt.Fprintln(stderr, f.Error())
+		return ExitFailed
+	}
+	// Everything else comes from parsing the command line: cobra's own
+	// errors (unknown flag, wrong number of arguments) and ours.
+	var u *usageError
+	if !errors.As(err, &u) {
+		u = &usageError{path: cmd.CommandPath(), msg: err.Error()}
+	}
+	fmt.Fprintln(stderr, u.Error())
+	return ExitUsage
+}
+
+// withConnect treats an unknown first word as the first word of connect's
+// ARGV: "dify-agent psql -h db" is "dify-agent connect psql -h db".
+func withConnect(root *cobra.Command, args []string) []string {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
+		return args
+	}
+	for _, c := range root.Commands() {
+		if c.Name() == args[0] || c.HasAlias(args[0]) {
+			return args
+		}
+	}
+	return append([]string{"connect"}, args...)
+}
+
+const helpTemplate = `{{with or .Long .Short}}{{trimTrailingWhitespaces .}}{{end}}
+
+Usage: {{.UseLine}}{{if .HasAvailableSubCommands}}
+
+Commands:{{range .Commands}}{{if .IsAvailableCommand}}
+  {{rpad .Name 9}} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+`
+
+func (a *app) newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   rootName + " COMMAND",
+		Short: "The agent's CLI to its backend, the Agent Stub",
+		Long: `dify-agent reads and changes this agent's configuration on its backend.
+An unknown first word runs connect with all arguments.
+Needs DIFY_AGENT_STUB_API_BASE_URL and DIFY_AGENT_STUB_AUTH_JWE.
+Exit status: 0 ok, 1 failed (one line per failure on stderr), 2 usage error.`,
+		Args:              cobra.NoArgs,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		RunE:              showHelp,
+	}
+	root.SetHelpTemplate(helpTemplate)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{path: c.CommandPath(), msg: err.Error()}
+	})
+	root.AddCommand(a.configCmd(), a.connectCmd(), a.dumpHelpCmd())
+	finish(root)
+	return root
+}
+
+func (a *app) configCmd() *cobra.Command {
+	c := group("config COMMAND", "Read and change the agent's configuration")
+	prompt := group("prompt COMMAND", "Pull, edit and push the prompt")
+	prompt.Long = `The prompt lives in .dify_conf/prompt.md: pull it, edit the file, push it.
+Edits take effect only when pushed; requests already built keep their prompt.`
+	prompt.AddCommand(a.promptPullCmd(), a.promptPushCmd())
+	env := group("env COMMAND", "Set the agent's environment text")
+	env.AddCommand(a.envPushCmd())
+	note := group("note COMMAND", "Pull and push the note")
+	note.AddCommand(a.notePullCmd(), a.notePushCmd())
+	c.AddCommand(prompt, a.manifestCmd(), a.itemsCmd(agentstub.KindSkill), a.itemsCmd(agentstub.KindFile), env, note)
+	return c
+}
+
+// group is a command that only holds subcommands: alone it prints its help,
+// with an unknown word it is a usage error.
+func group(use, short string) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: showHelp}
+}
+
+func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// finish applies what every command shares: flags are spelled out in Use
+// (no "[flags]" added), and --help works everywhere without being listed.
+func finish(c *cobra.Command) {
+	c.DisableFlagsInUseLine = true
+	c.InitDefaultHelpFlag()
+	_ = c.Flags().MarkHidden("help")
+	for _, sub := range c.Commands() {
+		finish(sub)
+	}
+}
+
+// ctxOf returns the command's context (set by ExecuteContext).
+func ctxOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// client reads the connection settings; a missing or malformed variable is
+// a failure of what, before any request.
+func (a *app) client(what string) (*agentstub.Client, error) {
+	cfg, err := agentstub.ConfigFromEnv(a.getenv)
+	if err != nil {
+		return nil, fail(what, err)
+	}
+	c, err := agentstub.New(cfg)
+	if err != nil {
+		return nil, fail(what, err)
+	}
+	return c, nil
+}

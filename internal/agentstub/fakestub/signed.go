@@ -1,0 +1,179 @@
+package fakestub
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/httperr"
+)
+
+// issue makes a random one-time token for t.
+func (s *Server) issue(t ticket) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	tok := hex.EncodeToString(b)
+	s.mu.Lock()
+	s.tickets[tok] = t
+	s.mu.Unlock()
+	return tok
+}
+
+// redeem returns and forgets the ticket of tok.
+func (s *Server) redeem(tok string, download bool) (ticket, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tickets[tok]
+	if !ok || t.download != download {
+		return ticket{}, false
+	}
+	delete(s.tickets, tok)
+	return t, true
+}
+
+// serveSigned serves /signed/download/TOKEN and /signed/upload/TOKEN. No
+// bearer token is needed: the URL itself authorises.
+func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, signedPrefix)
+	op, tok, _ := strings.Cut(rest, "/")
+	var body []byte
+	if op == "upload" {
+		body, _ = io.ReadAll(r.Body)
+	}
+	s.record(r, body)
+	switch {
+	case op == "download" && r.Method == http.MethodGet:
+		t, ok := s.redeem(tok, true)
+		if !ok {
+			httperr.Write(w, http.StatusForbidden, "invalid_signature", "unknown or used download URL")
+			return
+		}
+		s.transfer(w, r, []string{"download " + t.kind + "/" + t.name, "download *"}, func() {
+			s.download(w, t)
+		})
+	case op == "upload" && r.Method == http.MethodPost:
+		if _, ok := s.redeem(tok, false); !ok {
+			httperr.Write(w, http.StatusForbidden, "invalid_signature", "unknown or used upload URL")
+			return
+		}
+		filename := uploadFilename(r, body)
+		s.transfer(w, r, []string{"upload " + filename, "upload *"}, func() {
+			s.upload(w, r, body)
+		})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// transfer counts a signed transfer in flight, waits the transfer delay,
+// then answers with a failure mode or with serve.
+func (s *Server) transfer(w http.ResponseWriter, r *http.Request, targets []string, serve func()) {
+	s.mu.Lock()
+	s.inflight++
+	if s.inflight > s.maxInflight {
+		s.maxInflight = s.inflight
+	}
+	delay := s.transferDelay
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if m := s.failure(targets...); m != ModeNone {
+		if m == ModeMalformed {
+			// For a download, "malformed" is bytes that are not what was
+			// asked for: a skill that is no zip archive.
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write([]byte("this is not a zip archive"))
+			return
+		}
+		s.writeFailure(w, r, m)
+		return
+	}
+	serve()
+}
+
+func (s *Server) download(w http.ResponseWriter, t ticket) {
+	s.mu.Lock()
+	data, ok := s.files[t.name]
+	if t.kind == "skill" {
+		data, ok = s.skills[t.name]
+	}
+	s.mu.Unlock()
+	if !ok {
+		httperr.Write(w, http.StatusNotFound, "not_found", fmt.Sprintf("%s %q is gone", t.kind, t.name))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	_, _ = w.Write(data)
+}
+
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, body []byte) {
+	part, data, err := filePart(r, body)
+	if err != nil {
+		httperr.Write(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	s.mu.Lock()
+	s.nextID++
+	id := fmt.Sprintf("file-%d", s.nextID)
+	s.uploads[id] = upload{filename: part.FileName(), mimetype: part.Header.Get("Content-Type"), data: data}
+	s.mu.Unlock()
+	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"id": id})
+}
+
+// filePart returns the multipart field "file" of an upload body.
+func filePart(r *http.Request, body []byte) (*multipart.Part, []byte, error) {
+	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || params["boundary"] == "" {
+		return nil, nil, fmt.Errorf("want a multipart/form-data body")
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			return nil, nil, fmt.Errorf("no multipart field \"file\": %v", err)
+		}
+		if p.FormName() != "file" {
+			continue
+		}
+		data, err := io.ReadAll(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read field \"file\": %v", err)
+		}
+		return p, data, nil
+	}
+}
+
+func uploadFilename(r *http.Request, body []byte) string {
+	p, _, err := filePart(r, body)
+	if err != nil {
+		return ""
+	}
+	return p.FileName()
+}
+
+// UploadedFile returns the filename and mimetype of upload id, for tests.
+func (s *Server) UploadedFile(id string) (filename, mimetype string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.uploads[id]
+	return u.filename, u.mimetype, ok
+}
