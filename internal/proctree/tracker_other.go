@@ -1,0 +1,15 @@
+//go:build !linux
+
+package proctree
+
+import "syscall"
+
+// NewTracker is only implemented on Linux (cgroup v2, child subreaper, /proc).
+func NewTracker(opts Options) (Tracker, Info, error) {
+	return nil, Info{Why: ErrUnsupported.Error()}, ErrUnsupported
+}
+
+// OpenCgroupFD is only implemented on Linux.
+func OpenCgroupFD(t Tracker) (int, error) { return -1, ErrNoCgroup }
+
+func signalGroup(pgrp int, sig syscall.Signal) error { return ErrUnsupported }
