@@ -1,0 +1,249 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/httperr"
+)
+
+const (
+	// DefaultTimeout is the total I/O deadline of one snapshot operation
+	// when SHELLCTL_SNAPSHOT_TIMEOUT is unset. A save or restore runs at
+	// 100+ MB/s on this machine, so half an hour covers tens of GB even over
+	// a slow link (36 GB at 20 MB/s), while a peer that stalls with the
+	// connection open holds the one-at-a-time gate for at most that long.
+	DefaultTimeout = 30 * time.Minute
+
+	// TimeoutEnv names the variable that overrides DefaultTimeout.
+	TimeoutEnv = "SHELLCTL_SNAPSHOT_TIMEOUT"
+
+	// maxSaveBody bounds the optional JSON body of a save (64 KiB: a few
+	// thousand patterns, far more than anyone writes by hand).
+	maxSaveBody = 64 << 10
+
+	// Trailer names of a save.
+	TrailerStatus = "X-Snapshot-Status"
+	TrailerSHA256 = "X-Snapshot-Sha256"
+	TrailerBytes  = "X-Snapshot-Bytes"
+)
+
+// TimeoutFromEnv reads SHELLCTL_SNAPSHOT_TIMEOUT: unset or empty gives
+// DefaultTimeout; a value that does not parse as a Go duration, or is not
+// positive, is an error naming the variable and the value (serve refuses to
+// start on it).
+func TimeoutFromEnv(getenv func(string) string) (time.Duration, error) {
+	v := getenv(TimeoutEnv)
+	if v == "" {
+		return DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not a duration such as 10m or 90s", TimeoutEnv, v)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s=%q: must be greater than zero", TimeoutEnv, v)
+	}
+	return d, nil
+}
+
+// Config is what the snapshot service needs from the server.
+type Config struct {
+	Home     string        // the server's $HOME
+	StateDir string        // the server's state dir (always excluded when inside Home, whatever its path; no pattern re-includes it)
+	Timeout  time.Duration // total I/O deadline per operation
+	Logger   *slog.Logger  // may be nil
+}
+
+// Service serves the two snapshot routes, one operation at a time.
+type Service struct {
+	cfg  Config
+	log  *slog.Logger
+	busy atomic.Bool // the one-at-a-time gate, across both routes
+}
+
+// NewService returns a Service; a zero Timeout means DefaultTimeout.
+func NewService(cfg Config) *Service {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, log: log}
+}
+
+// begin takes the gate and arms the deadline: the connection's read and
+// write deadlines (so a peer that stalls unblocks our I/O) and a context
+// (so work between I/O stops too). A peer that closes the connection
+// cancels the request's context at once. ok is false when the gate is
+// taken; the caller has then been answered 409.
+func (s *Service) begin(w http.ResponseWriter, r *http.Request) (ctx context.Context, end func(), ok bool) {
+	if !s.busy.CompareAndSwap(false, true) {
+		httperr.Write(w, http.StatusConflict, "snapshot_busy", "another snapshot operation is in progress; try again when it has finished")
+		return nil, nil, false
+	}
+	deadline := time.Now().Add(s.cfg.Timeout)
+	rc := http.NewResponseController(w)
+	// ErrNotSupported (a ResponseWriter without a connection, in tests) is
+	// fine: the context still bounds the work.
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	return ctx, func() { cancel(); s.busy.Store(false) }, true
+}
+
+func (s *Service) checkMethod(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		httperr.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("method %s not allowed; use POST", r.Method))
+		return false
+	}
+	return true
+}
+
+type saveRequest struct {
+	Excludes []string `json:"excludes"`
+}
+
+// HandleSave serves POST /v1/snapshot/save.
+func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
+	if !s.checkMethod(w, r) {
+		return
+	}
+	ctx, end, ok := s.begin(w, r)
+	if !ok {
+		return
+	}
+	defer end()
+	start := time.Now()
+
+	req, status, code, msg := decodeSaveRequest(r.Body)
+	if status != 0 {
+		httperr.Write(w, status, code, msg)
+		return
+	}
+	if err := checkHome(s.cfg.Home); err != nil {
+		s.log.Error("snapshot save", "outcome", "home_unavailable", "err", err)
+		httperr.Write(w, http.StatusInternalServerError, "home_unavailable", err.Error())
+		return
+	}
+
+	sw := &streamWriter{w: w}
+	st, err := Save(ctx, sw, s.cfg.Home, req.Excludes, s.cfg.StateDir)
+	switch {
+	case err == nil:
+		h := w.Header()
+		h.Set(TrailerStatus, "ok")
+		h.Set(TrailerSHA256, st.SHA256)
+		h.Set(TrailerBytes, strconv.FormatInt(st.Bytes, 10))
+		s.log.Info("snapshot save", "outcome", "ok", "entries", st.Entries, "file_bytes", st.FileBytes,
+			"bytes", st.Bytes, "duration", time.Since(start))
+	case errors.Is(err, ErrBadPattern):
+		httperr.Write(w, http.StatusBadRequest, "invalid_request", err.Error())
+	case errors.Is(err, ErrHomeUnavailable):
+		httperr.Write(w, http.StatusInternalServerError, "home_unavailable", err.Error())
+	case !sw.started:
+		s.log.Error("snapshot save", "outcome", "snapshot_failed", "err", err)
+		httperr.Write(w, http.StatusInternalServerError, "snapshot_failed", err.Error())
+	default:
+		// The body has begun: the only honest way to fail is to cut the
+		// connection, so the client never sees a clean end without "ok".
+		s.log.Error("snapshot save", "outcome", "aborted", "err", err, "bytes", st.Bytes, "duration", time.Since(start))
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// decodeSaveRequest reads the optional body {"excludes": [...]}. status is
+// 0 when it is fine.
+func decodeSaveRequest(body io.Reader) (req saveRequest, status int, code, msg string) {
+	if body == nil {
+		return req, 0, "", ""
+	}
+	b, err := io.ReadAll(io.LimitReader(body, maxSaveBody+1))
+	if err != nil {
+		return req, http.StatusBadRequest, "invalid_request", "read request body: " + err.Error()
+	}
+	if len(b) > maxSaveBody {
+		return req, http.StatusRequestEntityTooLarge, "request_too_large",
+			fmt.Sprintf("request body is over %d bytes", maxSaveBody)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return req, 0, "", ""
+	}
+	if b[0] != '{' {
+		return req, http.StatusBadRequest, "invalid_request", "request body must be a JSON object"
+	}
+	if err := json.Unmarshal(b, &req); err != nil {
+		return req, http.StatusBadRequest, "invalid_request", "request body: " + err.Error()
+	}
+	return req, 0, "", ""
+}
+
+// checkHome lets a save answer home_unavailable before anything else.
+func checkHome(home string) error {
+	root, err := openHome(home)
+	if err != nil {
+		return err
+	}
+	return root.Close()
+}
+
+// streamWriter sends the response header with the first byte of the
+// archive, so an error before it can still be answered as JSON.
+type streamWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	if !sw.started {
+		sw.started = true
+		h := sw.w.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Trailer", TrailerStatus+", "+TrailerSHA256+", "+TrailerBytes)
+		sw.w.WriteHeader(http.StatusOK)
+	}
+	return sw.w.Write(p)
+}
+
+// HandleRestore serves POST /v1/snapshot/restore.
+func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
+	if !s.checkMethod(w, r) {
+		return
+	}
+	ctx, end, ok := s.begin(w, r)
+	if !ok {
+		return
+	}
+	defer end()
+	start := time.Now()
+
+	st, err := restore(ctx, r.Body, s.cfg.Home, s.cfg.StateDir)
+	switch {
+	case err == nil:
+		s.log.Info("snapshot restore", "outcome", "ok", "entries", st.Entries, "bytes_written", st.BytesWritten,
+			"duration", time.Since(start))
+		httperr.WriteJSON(w, http.StatusOK, st)
+	case errors.Is(err, ErrHomeUnavailable):
+		s.log.Error("snapshot restore", "outcome", "home_unavailable", "err", err)
+		httperr.Write(w, http.StatusInternalServerError, "home_unavailable", err.Error())
+	case errors.Is(err, ErrMalformed):
+		s.log.Warn("snapshot restore", "outcome", "archive_malformed", "err", err, "entries", st.Entries)
+		httperr.Write(w, http.StatusBadRequest, "archive_malformed", err.Error())
+	default:
+		s.log.Error("snapshot restore", "outcome", "restore_failed", "err", err, "entries", st.Entries)
+		httperr.Write(w, http.StatusInternalServerError, "restore_failed", err.Error())
+	}
+}
