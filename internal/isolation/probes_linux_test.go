@@ -1,0 +1,85 @@
+package isolation
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// runProbe runs in a child test process (see TestMain).
+func runProbe(args []string) int {
+	if len(args) == 0 {
+		return 2
+	}
+	switch args[0] {
+	case "connect-abstract":
+		// Runs as the job, inside the stage's domain.
+		c, err := net.Dial("unix", "@"+args[1])
+		if err != nil {
+			fmt.Printf("connect=denied %v\n", err)
+			return 0
+		}
+		c.Close()
+		fmt.Println("connect=ok")
+		return 0
+	case "threads":
+		return probeThreads(args[1], args[2])
+	}
+	return 2
+}
+
+type threadsReport struct {
+	AllThreads bool   `json:"all_threads"`
+	Threads    int    `json:"threads"`
+	Distinct   int    `json:"distinct"`
+	MainDenied bool   `json:"main_denied"`
+	Denied     []bool `json:"denied"`
+	Error      string `json:"error,omitempty"`
+}
+
+// probeThreads starts goroutines locked to their own OS threads, applies
+// Landlock from the main thread, then has every thread try to read a file
+// outside the rules.
+func probeThreads(deniedFile, allowedDir string) int {
+	const n = 6
+	runtime.LockOSThread()
+	ready := make(chan int)
+	start := make(chan struct{})
+	type res struct{ denied bool }
+	results := make(chan res)
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			ready <- unix.Gettid()
+			<-start
+			_, err := os.ReadFile(deniedFile)
+			results <- res{denied: errors.Is(err, fs.ErrPermission)}
+		}()
+	}
+	tids := map[int]bool{unix.Gettid(): true}
+	for range n {
+		tids[<-ready] = true
+	}
+	var rep threadsReport
+	a, err := applyLandlock(&StageConfig{Cwd: allowedDir, Policy: DefaultPolicy()})
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	rep.AllThreads = a.AllThreads
+	rep.Threads = n + 1
+	rep.Distinct = len(tids)
+	_, err = os.ReadFile(deniedFile)
+	rep.MainDenied = errors.Is(err, fs.ErrPermission)
+	close(start)
+	for range n {
+		rep.Denied = append(rep.Denied, (<-results).denied)
+	}
+	json.NewEncoder(os.Stdout).Encode(rep)
+	return 0
+}
