@@ -90,8 +90,9 @@ func (a *app) notePushCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "push PATH | -",
 		Short: "Save PATH (or stdin for -) as the note",
-		Long:  `Sends PATH (or stdin for -) byte for byte as the note and prints the backend's answer as JSON.`,
-		Args:  cobra.ExactArgs(1),
+		Long: `Sends PATH (or stdin for -) byte for byte as the note and prints the
+backend's answer as JSON. An empty input clears the note.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.pushText(cmd, "push note", args[0], (*agentstub.Client).PutNote)
 		},
@@ -102,8 +103,9 @@ func (a *app) envPushCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "push PATH | -",
 		Short: "Replace the environment text with PATH (or stdin for -)",
-		Long:  `Sends PATH (or stdin for -) byte for byte as the environment text and prints the backend's answer as JSON.`,
-		Args:  cobra.ExactArgs(1),
+		Long: `Sends PATH (or stdin for -) byte for byte as the environment text and
+prints the backend's answer as JSON.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.pushText(cmd, "push env", args[0], (*agentstub.Client).PatchEnv)
 		},

@@ -56,8 +56,8 @@ func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
 			httperr.Write(w, http.StatusForbidden, "invalid_signature", "unknown or used download URL")
 			return
 		}
-		s.transfer(w, r, []string{"download " + t.kind + "/" + t.name, "download *"}, func() {
-			s.download(w, t)
+		s.transfer(w, r, []string{"download " + t.kind + "/" + t.name, "download *"}, func(malformed bool) {
+			s.download(w, t, malformed)
 		})
 	case op == "upload" && r.Method == http.MethodPost:
 		if _, ok := s.redeem(tok, false); !ok {
@@ -65,7 +65,11 @@ func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		filename := uploadFilename(r, body)
-		s.transfer(w, r, []string{"upload " + filename, "upload *"}, func() {
+		s.transfer(w, r, []string{"upload " + filename, "upload *"}, func(malformed bool) {
+			if malformed {
+				s.writeFailure(w, r, ModeMalformed)
+				return
+			}
 			s.upload(w, r, body)
 		})
 	default:
@@ -74,8 +78,9 @@ func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
 }
 
 // transfer counts a signed transfer in flight, waits the transfer delay,
-// then answers with a failure mode or with serve.
-func (s *Server) transfer(w http.ResponseWriter, r *http.Request, targets []string, serve func()) {
+// then answers with a failure mode or with serve (which is told whether to
+// answer malformed, as that means something different per direction).
+func (s *Server) transfer(w http.ResponseWriter, r *http.Request, targets []string, serve func(malformed bool)) {
 	s.mu.Lock()
 	s.inflight++
 	if s.inflight > s.maxInflight {
@@ -95,21 +100,19 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request, targets []stri
 			return
 		}
 	}
-	if m := s.failure(targets...); m != ModeNone {
-		if m == ModeMalformed {
-			// For a download, "malformed" is bytes that are not what was
-			// asked for: a skill that is no zip archive.
-			w.Header().Set("Content-Type", "application/octet-stream")
-			_, _ = w.Write([]byte("this is not a zip archive"))
-			return
-		}
+	switch m := s.failure(targets...); m {
+	case ModeNone:
+		serve(false)
+	case ModeMalformed:
+		serve(true)
+	default:
 		s.writeFailure(w, r, m)
-		return
 	}
-	serve()
 }
 
-func (s *Server) download(w http.ResponseWriter, t ticket) {
+// download serves the item; malformed serves as many bytes that are not it
+// (for a skill: no zip archive), as a corrupted store would.
+func (s *Server) download(w http.ResponseWriter, t ticket, malformed bool) {
 	s.mu.Lock()
 	data, ok := s.files[t.name]
 	if t.kind == "skill" {
@@ -119,6 +122,9 @@ func (s *Server) download(w http.ResponseWriter, t ticket) {
 	if !ok {
 		httperr.Write(w, http.StatusNotFound, "not_found", fmt.Sprintf("%s %q is gone", t.kind, t.name))
 		return
+	}
+	if malformed {
+		data = bytes.Repeat([]byte{'?'}, len(data))
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
