@@ -219,23 +219,31 @@ func enableController(parent, c string) error {
 
 func (c *cgroupTracker) Kind() string { return KindCgroup2 }
 
-// Add moves pid into the group. Children the process forked before the move
-// stay where they were born, so they are moved too, depth first. Moving a
-// process is atomic with respect to its forks (the kernel holds
-// cgroup_threadgroup_rwsem across both), so every child forked after its
-// parent moved is born inside: one pass over the tree is complete.
-// OpenCgroupFD avoids the question altogether.
+// Add moves pid into the group, then every other descendant of the runner.
+//
+// Race: the script runs before Add is called and may already have forked;
+// those children were born in the runner's group, and if their parent has
+// exited (a double fork) they are children of the runner now, not of pid. So
+// Add moves the runner's whole tree, on the same premise as the subreaper
+// kind: the runner's descendants are the job's. Moving a process is atomic
+// with respect to its forks (the kernel holds cgroup_threadgroup_rwsem
+// across both), so a child forked after its parent moved is born inside, and
+// one pass over the tree, parents before children, is complete. A process
+// that exits meanwhile (ESRCH) needs no tracking. OpenCgroupFD avoids the
+// question altogether: the job's first process is born inside the group.
 func (c *cgroupTracker) Add(pid int) error {
 	if err := writeFile(c.dir+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
 		return fmt.Errorf("move pid %d into %s: %w", pid, c.dir, err)
 	}
-	todo := childrenOf(pid, nil)
+	self := os.Getpid()
+	todo := childrenOf(self, nil)
 	for len(todo) > 0 {
 		p := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		// ESRCH: it exited meanwhile; nothing to track.
-		if err := writeFile(c.dir+"/cgroup.procs", strconv.Itoa(p)); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("move pid %d into %s: %w", p, c.dir, err)
+		if p != pid {
+			if err := writeFile(c.dir+"/cgroup.procs", strconv.Itoa(p)); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("move pid %d into %s: %w", p, c.dir, err)
+			}
 		}
 		todo = childrenOf(p, todo)
 	}
