@@ -60,6 +60,9 @@ const (
 	maxHardLinkTrack = 100_000
 )
 
+var benchWindow = EncoderWindow
+var benchConcurrentBlocks = true
+
 // ErrHomeUnavailable marks a Home that is missing or not a directory.
 var ErrHomeUnavailable = errors.New("home unavailable")
 
@@ -104,8 +107,9 @@ func Save(ctx context.Context, w io.Writer, home string, excludes []string, stat
 	s.out = &countingWriter{w: w, h: s.hashOut}
 	enc, err := zstd.NewWriter(s.out,
 		zstd.WithEncoderLevel(EncoderLevel),
-		zstd.WithWindowSize(EncoderWindow),
+		zstd.WithWindowSize(benchWindow),
 		zstd.WithEncoderConcurrency(encoderConcurrency),
+		zstd.WithConcurrentBlocks(benchConcurrentBlocks),
 	)
 	if err != nil {
 		return SaveStats{}, fmt.Errorf("start zstd encoder: %w", err)

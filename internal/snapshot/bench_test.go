@@ -1,0 +1,91 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchHome returns a ~150 MB mixed Home: $SNAPSHOT_BENCH_HOME when set
+// (generated there once and reused, so repeated runs compare alike), else
+// a fresh one in a temporary directory.
+func benchHome(b *testing.B) string {
+	b.Helper()
+	dir := os.Getenv("SNAPSHOT_BENCH_HOME")
+	if dir == "" {
+		dir = filepath.Join(b.TempDir(), "home")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "model.bin")); err != nil {
+		if err := MakeBenchHome(dir, 150<<20); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func BenchmarkSaveVariants(b *testing.B) {
+	home := benchHome(b)
+	for _, cb := range []bool{false, true} {
+		for _, w := range []int{1 << 20, 2 << 20, 4 << 20, 8 << 20} {
+			b.Run(fmt.Sprintf("cb=%v/w=%dM", cb, w>>20), func(b *testing.B) {
+				benchWindow, benchConcurrentBlocks = w, cb
+				defer func() { benchWindow, benchConcurrentBlocks = EncoderWindow, true }()
+				var st SaveStats
+				for b.Loop() {
+					var err error
+					st, err = Save(context.Background(), io.Discard, home, nil, "")
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.SetBytes(st.FileBytes)
+				b.ReportMetric(float64(st.Bytes), "archive-bytes")
+			})
+		}
+	}
+}
+
+func BenchmarkSave(b *testing.B) {
+	home := benchHome(b)
+	var st SaveStats
+	for b.Loop() {
+		var err error
+		st, err = Save(context.Background(), io.Discard, home, nil, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(st.FileBytes)
+	b.ReportMetric(float64(st.Bytes), "archive-bytes")
+	b.ReportMetric(float64(st.Entries), "entries")
+}
+
+func BenchmarkRestore(b *testing.B) {
+	home := benchHome(b)
+	var archive bytes.Buffer
+	if _, err := Save(context.Background(), &archive, home, nil, ""); err != nil {
+		b.Fatal(err)
+	}
+	dest := filepath.Join(b.TempDir(), "dest")
+	var st RestoreStats
+	for b.Loop() {
+		b.StopTimer()
+		if err := os.RemoveAll(dest); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Mkdir(dest, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		var err error
+		st, err = Restore(context.Background(), bytes.NewReader(archive.Bytes()), dest)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(st.BytesWritten)
+}
