@@ -28,6 +28,15 @@ func runProbe(args []string) int {
 		c.Close()
 		fmt.Println("connect=ok")
 		return 0
+	case "connect-unix":
+		c, err := net.Dial("unix", args[1])
+		if err != nil {
+			fmt.Printf("connect=denied %v\n", err)
+			return 0
+		}
+		c.Close()
+		fmt.Println("connect=ok")
+		return 0
 	case "threads":
 		return probeThreads(args[1], args[2])
 	}
