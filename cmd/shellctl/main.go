@@ -1,0 +1,60 @@
+// Command shellctl is the job runtime's server (`shellctl serve`) and a
+// small client of its API (run, wait, input, tail, status, jobs, terminate,
+// delete, snapshot save|restore).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "shellctl",
+		Short:         "Run an agent's shell commands as jobs, over HTTP",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCmd())
+	addClientCommands(root)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "shellctl:", err)
+		var ue *usageError
+		if errors.As(err, &ue) || isFlagError(err) {
+			os.Exit(2)
+		}
+		var ae *client.Error
+		if errors.As(err, &ae) {
+			os.Exit(1)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func isFlagError(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown flag", "unknown shorthand", "invalid argument", "flag needs an argument", "accepts ", "requires at least", "unknown command"} {
+		if len(msg) >= len(p) && contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

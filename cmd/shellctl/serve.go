@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shellctl/shellctl/internal/server"
+)
+
+// Defaults of serve (jobs.md, isolation.md).
+const (
+	defaultListen         = "127.0.0.1:8765"
+	defaultGCInterval     = 60 * time.Second
+	defaultGCRetention    = 300 * time.Second
+	defaultMaxRunning     = 256
+	defaultMaxOutputBytes = 1 << 30
+)
+
+func defaultStateDir(home string) string {
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "shellctl")
+	}
+	return filepath.Join(home, ".local", "share", "shellctl")
+}
+
+func serveCmd() *cobra.Command {
+	home, _ := os.UserHomeDir()
+	cfg := server.Config{
+		Listen:         defaultListen,
+		DefaultShell:   "/bin/sh",
+		GCInterval:     defaultGCInterval,
+		GCRetention:    defaultGCRetention,
+		MaxRunningJobs: defaultMaxRunning,
+		MaxOutputBytes: defaultMaxOutputBytes,
+		InheritEnv:     "all",
+	}
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Start the job server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("token") || cfg.Token == "" {
+				cfg.Token = os.Getenv("SHELLCTL_AUTH_TOKEN")
+			} else {
+				// pflag's value shares memory with the argument: copy it
+				// before the argument is scrubbed.
+				cfg.Token = strings.Clone(cfg.Token)
+				scrubArgs(cfg.Token)
+			}
+			cfg.Home = home
+			if cfg.StateDir == "" {
+				cfg.StateDir = defaultStateDir(home)
+			}
+			if abs, err := filepath.Abs(cfg.StateDir); err == nil {
+				cfg.StateDir = abs
+			}
+			if cfg.RunnerPath == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				cfg.RunnerPath = filepath.Join(filepath.Dir(self), "shellctl-runner")
+			}
+			cfg.Environ = os.Environ()
+			cfg.Getenv = os.Getenv
+			level := slog.LevelInfo
+			if !verbose {
+				level = slog.LevelWarn
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			// Refuse a missing token before anything is opened.
+			if err := cfg.CheckToken(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			s, err := server.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "shellctl: serving on http://%s (state dir %s)\n", s.Addr(), cfg.StateDir)
+			<-ctx.Done()
+			cfg.Logger.Warn("stopping: running jobs keep running")
+			return s.Stop()
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to listen on")
+	f.StringVar(&cfg.StateDir, "state-dir", "", "state directory (default $XDG_DATA_HOME/shellctl, else $HOME/.local/share/shellctl)")
+	f.StringVar(&cfg.Token, "token", "", "bearer token clients must send (default $SHELLCTL_AUTH_TOKEN)")
+	f.BoolVar(&cfg.RequireToken, "require-auth-token", false, "refuse to start without a non-empty token")
+	f.StringVar(&cfg.DefaultShell, "default-shell", cfg.DefaultShell, "shell that runs scripts without a #! line")
+	f.Var(durationFlag{&cfg.GCInterval}, "gc-interval", "how often finished jobs are collected (seconds or a duration such as 1m)")
+	f.Var(durationFlag{&cfg.GCRetention}, "gc-retention", "how long a finished job is kept")
+	f.IntVar(&cfg.MaxRunningJobs, "max-running-jobs", cfg.MaxRunningJobs, "jobs that may run at once; more get 429")
+	f.Var(durationFlag{&cfg.MaxJobRuntime}, "max-job-runtime", "wall-clock limit per job (0 = none)")
+	f.Var(sizeFlag{&cfg.MaxOutputBytes}, "max-output-bytes", "output limit per job, e.g. 1GiB (0 = none)")
+	f.Var(sizeFlag{&cfg.JobMemoryMax}, "job-memory-max", "memory limit per job through its cgroup (0 = none)")
+	f.Int64Var(&cfg.JobPidsMax, "job-pids-max", 0, "process limit per job through its cgroup (0 = none)")
+	f.StringVar(&cfg.InheritEnv, "inherit-env", cfg.InheritEnv, "all: jobs inherit the server's filtered environment; none: only PATH, LANG, USER, LOGNAME, SHELL")
+	f.StringVar(&cfg.WorkspaceRoot, "workspace-root", "", "refuse a cwd outside this directory (403)")
+	f.StringVar(&cfg.RunnerPath, "runner", "", "path of shellctl-runner (default: beside this binary)")
+	f.BoolVar(&cfg.DisableCgroup, "no-cgroup", false, "track job processes without a cgroup (as child subreaper only)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log every request and job transition")
+	return c
+}
+
+// durationFlag takes seconds ("60", "0.5") or a Go duration ("1m").
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0"
+	}
+	return f.d.String()
+}
+func (f durationFlag) Type() string { return "duration" }
+func (f durationFlag) Set(s string) error {
+	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		if n < 0 {
+			return fmt.Errorf("%q is negative", s)
+		}
+		*f.d = time.Duration(n * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q is not a number of seconds or a duration such as 90s", s)
+	}
+	*f.d = d
+	return nil
+}
+
+// sizeFlag takes bytes with an optional K, M, G (powers of 1024; KiB, MB
+// spellings accepted).
+type sizeFlag struct{ n *int64 }
+
+func (f sizeFlag) String() string {
+	if f.n == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*f.n, 10)
+}
+func (f sizeFlag) Type() string { return "bytes" }
+func (f sizeFlag) Set(s string) error {
+	v, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*f.n = v
+	return nil
+}
+
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size such as 1GiB or 1048576", s)
+	}
+	return n * mult, nil
+}
+
+// scrubArgs overwrites the token in this process's argument memory, so
+// /proc/<pid>/cmdline — readable by any process of the machine, jobs
+// included — no longer shows it. Go's os.Args strings share that memory.
+func scrubArgs(secret string) {
+	if secret == "" {
+		return
+	}
+	for _, a := range os.Args {
+		i := strings.Index(a, secret)
+		if i < 0 || len(a) == 0 {
+			continue
+		}
+		b := unsafe.Slice(unsafe.StringData(a), len(a))
+		for k := i; k < i+len(secret); k++ {
+			b[k] = 'x'
+		}
+	}
+}

@@ -1,0 +1,218 @@
+// Package e2e holds the integration tests: they build the real binaries,
+// start real servers on loopback with their own state dir and Home, and run
+// real jobs through real runners, terminals and SQLite.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shellctl-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/shellctl", "../cmd/shellctl-runner", "../cmd/shellctl-runner-exit")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build binaries:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is one shellctl serve process.
+type server struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	URL      string
+	Home     string
+	StateDir string
+	Token    string
+	args     []string
+	env      []string
+	c        *client.Client
+	done     chan struct{}
+}
+
+type serverOpts struct {
+	token    string
+	args     []string
+	env      []string // extra environment of the server
+	home     string   // reuse a Home (restart tests)
+	stateDir string   // reuse a state dir (restart tests)
+}
+
+func startServer(t *testing.T, o serverOpts) *server {
+	t.Helper()
+	home := o.home
+	if home == "" {
+		home = t.TempDir()
+	}
+	state := o.stateDir
+	if state == "" {
+		state = filepath.Join(t.TempDir(), "state")
+	}
+	s := &server{t: t, Home: home, StateDir: state, Token: o.token, args: o.args, env: o.env}
+	s.start()
+	t.Cleanup(func() { s.terminateAll(); s.kill(syscall.SIGKILL); s.cleanupJobs() })
+	return s
+}
+
+var serving = regexp.MustCompile(`serving on (http://\S+)`)
+
+func (s *server) start() {
+	t := s.t
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", s.StateDir}, s.args...)
+	if s.Token != "" {
+		args = append(args, "--token", s.Token)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "shellctl"), args...)
+	cmd.Env = append([]string{"HOME=" + s.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}, s.env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd = cmd
+	s.done = make(chan struct{})
+	urlCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			if m := serving.FindStringSubmatch(line); m != nil && !sent {
+				urlCh <- m[1]
+				sent = true
+			}
+			if testing.Verbose() {
+				fmt.Fprintln(os.Stderr, "serve:", line)
+			}
+		}
+		cmd.Wait()
+		close(s.done)
+	}()
+	select {
+	case u := <-urlCh:
+		s.URL = u
+	case <-s.done:
+		t.Fatalf("shellctl serve exited before serving")
+	case <-time.After(20 * time.Second):
+		t.Fatalf("shellctl serve did not start")
+	}
+	s.c = &client.Client{BaseURL: s.URL, Token: s.Token, HTTP: &http.Client{Timeout: 120 * time.Second}}
+}
+
+// kill stops the server with sig and waits until it is gone.
+func (s *server) kill(sig syscall.Signal) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(sig)
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// restart stops the server with sig and starts a new one on the same state
+// dir and Home.
+func (s *server) restart(sig syscall.Signal) {
+	s.kill(sig)
+	s.start()
+}
+
+// terminateAll ends every job that still runs, so no test leaves processes
+// behind.
+func (s *server) terminateAll() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := s.c.List(c, "", 200)
+	if err != nil {
+		return
+	}
+	for _, j := range list {
+		switch j.Status {
+		case "created", "starting", "running":
+			s.c.Terminate(c, j.JobID, 0)
+		}
+	}
+}
+
+// cleanupJobs kills every runner and job left by a test (their runners
+// outlive the server by design).
+func (s *server) cleanupJobs() {
+	out, _ := exec.Command("pkill", "-KILL", "-f", "--", "--state-dir "+s.StateDir).CombinedOutput()
+	_ = out
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// run runs script and waits (following offsets) until it is done.
+func (s *server) runDone(t *testing.T, req client.RunRequest) (*client.JobResult, string) {
+	t.Helper()
+	res, err := s.c.Run(ctx(t), req)
+	if err != nil {
+		t.Fatalf("run %q: %v", req.Script, err)
+	}
+	var out strings.Builder
+	out.WriteString(res.Output)
+	for !res.Done {
+		to := 30.0
+		res, err = s.c.Wait(ctx(t), res.JobID, client.WaitRequest{Offset: res.Offset, Timeout: &to})
+		if err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		out.WriteString(res.Output)
+	}
+	return res, out.String()
+}
+
+func code(r *client.JobResult) int {
+	if r.ExitCode == nil {
+		return -1
+	}
+	return *r.ExitCode
+}
+
+func f64(v float64) *float64 { return &v }

@@ -1,0 +1,224 @@
+// Package api is the HTTP side of shellctl serve: routes, decoding and
+// validation, the error envelope and auth. It knows nothing of processes:
+// every decision is the jobs service's.
+package api
+
+import (
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/httperr"
+	"github.com/shellctl/shellctl/internal/jobs"
+)
+
+// Request body limits (jobs.md "Limits that protect the server").
+const (
+	maxRunBody   = 2 << 20  // a 1 MiB script plus its JSON escaping and env
+	maxInputBody = 1 << 20  // input text
+	maxOtherBody = 64 << 10 // every other JSON body
+	maxScript    = 1 << 20
+)
+
+// Snapshotter serves the snapshot routes (internal/snapshot).
+type Snapshotter interface {
+	HandleSave(http.ResponseWriter, *http.Request)
+	HandleRestore(http.ResponseWriter, *http.Request)
+}
+
+// Server is the HTTP handler of shellctl serve.
+type Server struct {
+	Jobs     *jobs.Service
+	Snapshot Snapshotter // nil: the routes answer 404
+	Token    string      // "" = no auth
+	Home     string      // the server's $HOME: a relative cwd is resolved against it
+	Logger   *slog.Logger
+}
+
+// ServeHTTP routes one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.route(sw, r)
+	if s.Logger != nil {
+		s.Logger.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(time.Since(start).Microseconds())/1000)
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (snapshot
+// deadlines, flushing).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.Token == "" {
+		return true
+	}
+	got := r.Header.Get("Authorization")
+	want := "Bearer " + s.Token
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	// Route on the escaped path: an encoded "/" inside an id stays part
+	// of the id (and makes it malformed) instead of making a new segment.
+	path := r.URL.EscapedPath()
+	if path == "/healthz" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		httperr.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
+	if !strings.HasPrefix(path, "/v1/") {
+		notFound(w, r)
+		return
+	}
+	if !s.authorized(r) {
+		httperr.Write(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "snapshot" && (parts[1] == "save" || parts[1] == "restore"):
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, r, "POST")
+			return
+		}
+		if s.Snapshot == nil {
+			notFound(w, r)
+			return
+		}
+		if parts[1] == "save" {
+			s.Snapshot.HandleSave(w, r)
+		} else {
+			s.Snapshot.HandleRestore(w, r)
+		}
+	case len(parts) == 1 && parts[0] == "jobs":
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		s.list(w, r)
+	case len(parts) == 2 && parts[0] == "jobs" && parts[1] == "run":
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, r, "POST")
+			return
+		}
+		s.run(w, r)
+	case len(parts) == 2 && parts[0] == "jobs":
+		id := parts[1]
+		switch r.Method {
+		case http.MethodGet:
+			if s.checkID(w, id) {
+				s.status(w, r, id)
+			}
+		case http.MethodDelete:
+			if s.checkID(w, id) {
+				s.delete(w, r, id)
+			}
+		default:
+			methodNotAllowed(w, r, "GET, DELETE")
+		}
+	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "wait" || parts[2] == "input" || parts[2] == "terminate"):
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, r, "POST")
+			return
+		}
+		id := parts[1]
+		if !s.checkID(w, id) {
+			return
+		}
+		switch parts[2] {
+		case "wait":
+			s.wait(w, r, id)
+		case "input":
+			s.input(w, r, id)
+		case "terminate":
+			s.terminate(w, r, id)
+		}
+	case len(parts) == 4 && parts[0] == "jobs" && parts[2] == "log" && parts[3] == "tail":
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		if s.checkID(w, parts[1]) {
+			s.tail(w, r, parts[1])
+		}
+	default:
+		notFound(w, r)
+	}
+}
+
+// checkID answers 404 for an id of the wrong shape, without touching the
+// disk or the database.
+func (s *Server) checkID(w http.ResponseWriter, id string) bool {
+	if jobs.ValidID(id) {
+		return true
+	}
+	httperr.Write(w, http.StatusNotFound, "job_not_found", "job "+strconv.Quote(id)+" not found: a job id is 16 lowercase hex characters")
+	return false
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	httperr.Write(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	httperr.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")")
+}
+
+// writeErr turns a service error into its status and code.
+func (s *Server) writeErr(w http.ResponseWriter, err error) {
+	var status int
+	var code string
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		status, code = http.StatusNotFound, "job_not_found"
+	case errors.Is(err, jobs.ErrNotRunning):
+		status, code = http.StatusConflict, "job_not_running"
+	case errors.Is(err, jobs.ErrInputUnsupported):
+		status, code = http.StatusConflict, "input_unsupported"
+	case errors.Is(err, jobs.ErrJobRunning):
+		status, code = http.StatusConflict, "job_running"
+	case errors.Is(err, jobs.ErrInvalidOffset):
+		status, code = http.StatusBadRequest, "invalid_offset"
+	case errors.Is(err, jobs.ErrTooManyJobs):
+		status, code = http.StatusTooManyRequests, "too_many_jobs"
+	case errors.Is(err, jobs.ErrInvalidCwd):
+		status, code = http.StatusBadRequest, "invalid_cwd"
+	case errors.Is(err, jobs.ErrCwdNotAllowed):
+		status, code = http.StatusForbidden, "cwd_not_allowed"
+	default:
+		if s.Logger != nil {
+			s.Logger.Error("internal error", "err", err)
+		}
+		httperr.Write(w, http.StatusInternalServerError, "internal_error", err.Error())
+		return
+	}
+	httperr.Write(w, status, code, err.Error())
+}

@@ -1,0 +1,356 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/httperr"
+	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// Defaults and caps of the request fields (http-api.md).
+const (
+	defaultRunTimeout   = 30 * time.Second
+	defaultInputTimeout = 30 * time.Second
+	maxTimeout          = 600 * time.Second
+	defaultOutputLimit  = 16384
+	maxOutputLimit      = 524288
+	defaultIdleFlush    = 500 * time.Millisecond
+	maxIdleFlush        = 30 * time.Second
+	defaultCols         = 200
+	defaultRows         = 50
+	maxTerminalSide     = 4096
+	maxSessionID        = 128
+	defaultListLimit    = 50
+	maxListLimit        = 200
+	defaultGrace        = 10 * time.Second
+	maxGrace            = 300 * time.Second
+)
+
+// readObject reads a JSON object body of at most limit bytes into v. An
+// empty body is an empty object.
+func readObject(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httperr.Write(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is larger than %d bytes", limit))
+		} else {
+			httperr.Write(w, http.StatusBadRequest, "invalid_request", "read request body: "+err.Error())
+		}
+		return false
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	if body[0] != '{' {
+		httperr.Write(w, http.StatusBadRequest, "invalid_request", "request body must be a JSON object")
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		msg := "request body is not valid JSON: " + err.Error()
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			msg = fmt.Sprintf("field %q must be %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		httperr.Write(w, http.StatusBadRequest, "invalid_request", msg)
+		return false
+	}
+	return true
+}
+
+func validation(w http.ResponseWriter, format string, args ...any) {
+	httperr.Write(w, http.StatusUnprocessableEntity, "validation_error", fmt.Sprintf(format, args...))
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// waitFields are the fields shared by run, wait and input.
+type waitFields struct {
+	Offset      *int64   `json:"offset"`
+	Timeout     *float64 `json:"timeout"`
+	OutputLimit *int64   `json:"output_limit"`
+	IdleFlush   *float64 `json:"idle_flush_seconds"`
+}
+
+// params fills the defaults of a wait. defTimeout applies when timeout is
+// absent; a timeout ≤ 0 means negZero: 0 for wait (look once), the default
+// for run.
+func (f *waitFields) params(defTimeout time.Duration, nonPositiveIsDefault bool) jobs.WaitParams {
+	p := jobs.WaitParams{Timeout: defTimeout, Limit: defaultOutputLimit, Idle: defaultIdleFlush}
+	if f.Offset != nil {
+		p.Offset = *f.Offset
+	}
+	if f.Timeout != nil {
+		switch t := seconds(*f.Timeout); {
+		case t <= 0 && nonPositiveIsDefault:
+		case t <= 0:
+			p.Timeout = 0
+		case t > maxTimeout:
+			p.Timeout = maxTimeout
+		default:
+			p.Timeout = t
+		}
+	}
+	if f.OutputLimit != nil && *f.OutputLimit > 0 {
+		p.Limit = int(min(*f.OutputLimit, maxOutputLimit))
+	}
+	if f.IdleFlush != nil && *f.IdleFlush > 0 {
+		p.Idle = min(seconds(*f.IdleFlush), maxIdleFlush)
+	}
+	return p
+}
+
+func (f *waitFields) checkOffset(w http.ResponseWriter) bool {
+	if f.Offset != nil && *f.Offset < 0 {
+		httperr.Write(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offset %d is negative", *f.Offset))
+		return false
+	}
+	return true
+}
+
+type runBody struct {
+	Script   *string           `json:"script"`
+	Mode     string            `json:"mode"`
+	Cwd      *string           `json:"cwd"`
+	Env      map[string]string `json:"env"`
+	Terminal *struct {
+		Cols *int `json:"cols"`
+		Rows *int `json:"rows"`
+	} `json:"terminal"`
+	SessionID *string `json:"session_id"`
+	waitFields
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	var b runBody
+	if !readObject(w, r, maxRunBody, &b) {
+		return
+	}
+	if b.Script == nil || *b.Script == "" {
+		httperr.Write(w, http.StatusBadRequest, "invalid_request", "script is required and must not be empty")
+		return
+	}
+	if len(*b.Script) > maxScript {
+		httperr.Write(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("script is %d bytes, the limit is %d", len(*b.Script), maxScript))
+		return
+	}
+	req := jobs.RunRequest{Script: *b.Script, Mode: b.Mode, Env: b.Env, Cols: defaultCols, Rows: defaultRows}
+	switch b.Mode {
+	case "", "pty":
+		req.Mode = "pty"
+	case "stdio":
+	default:
+		validation(w, "mode %q is not one of \"pty\", \"stdio\"", b.Mode)
+		return
+	}
+	for k, v := range b.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			validation(w, "env name %q must be non-empty and contain no '=' or NUL", k)
+			return
+		}
+		if strings.ContainsRune(v, 0) {
+			validation(w, "env value of %q contains NUL", k)
+			return
+		}
+	}
+	if b.Terminal != nil && req.Mode == "pty" {
+		if c := b.Terminal.Cols; c != nil {
+			if *c < 1 || *c > maxTerminalSide {
+				validation(w, "terminal.cols %d is not within 1..%d", *c, maxTerminalSide)
+				return
+			}
+			req.Cols = *c
+		}
+		if rr := b.Terminal.Rows; rr != nil {
+			if *rr < 1 || *rr > maxTerminalSide {
+				validation(w, "terminal.rows %d is not within 1..%d", *rr, maxTerminalSide)
+				return
+			}
+			req.Rows = *rr
+		}
+	}
+	if b.SessionID != nil {
+		if !validSessionID(*b.SessionID) {
+			validation(w, "session_id %q must be at most %d characters of A-Z a-z 0-9 _ -", *b.SessionID, maxSessionID)
+			return
+		}
+		req.SessionID = *b.SessionID
+	}
+	if b.Cwd != nil && *b.Cwd != "" {
+		c := *b.Cwd
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(s.Home, c)
+		}
+		req.Cwd = filepath.Clean(c)
+	}
+	b.Offset = nil // run always waits from offset 0
+	res, err := s.Jobs.Run(r.Context(), req, b.params(defaultRunTimeout, true))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeResult(w, res)
+}
+
+func validSessionID(id string) bool {
+	if len(id) > maxSessionID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, id string) {
+	var b waitFields
+	if !readObject(w, r, maxOtherBody, &b) || !b.checkOffset(w) {
+		return
+	}
+	res, err := s.Jobs.Wait(r.Context(), id, b.params(0, false))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeResult(w, res)
+}
+
+type inputBody struct {
+	Text *string `json:"text"`
+	waitFields
+}
+
+func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
+	var b inputBody
+	if !readObject(w, r, maxInputBody+maxOtherBody, &b) || !b.checkOffset(w) {
+		return
+	}
+	if b.Text == nil {
+		httperr.Write(w, http.StatusBadRequest, "invalid_request", "text is required")
+		return
+	}
+	if len(*b.Text) > maxInputBody {
+		httperr.Write(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("text is %d bytes, the limit is %d", len(*b.Text), maxInputBody))
+		return
+	}
+	res, err := s.Jobs.Input(r.Context(), id, []byte(*b.Text), b.params(defaultInputTimeout, false))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeResult(w, res)
+}
+
+func (s *Server) tail(w http.ResponseWriter, r *http.Request, id string) {
+	limit := defaultOutputLimit
+	if n, err := strconv.Atoi(r.URL.Query().Get("output_limit")); err == nil && n > 0 {
+		limit = min(n, maxOutputLimit)
+	}
+	res, err := s.Jobs.Tail(r.Context(), id, limit)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeResult(w, res)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request, id string) {
+	v, err := s.Jobs.Status(r.Context(), id)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, statusJSON(v))
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status := q.Get("status")
+	if status != "" && !store.ValidStatus(status) {
+		validation(w, "status %q is not one of created, starting, running, exited, terminated, failed, lost", status)
+		return
+	}
+	limit := defaultListLimit
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
+		limit = min(n, maxListLimit)
+	}
+	rows, err := s.Jobs.List(r.Context(), status, limit)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	out := listJSON{Jobs: make([]jobInfoJSON, 0, len(rows))}
+	for _, j := range rows {
+		out.Jobs = append(out.Jobs, jobInfoJSON{JobID: j.ID, Status: j.Status, CreatedAt: apiTime(j.CreatedAt), StartedAt: optTime(j.StartedAt), EndedAt: optTime(j.EndedAt)})
+	}
+	writeJSON(w, out)
+}
+
+type terminateBody struct {
+	Grace *float64 `json:"grace_seconds"`
+}
+
+func graceOf(w http.ResponseWriter, g *float64) (time.Duration, bool) {
+	if g == nil {
+		return defaultGrace, true
+	}
+	d := seconds(*g)
+	if *g < 0 || d > maxGrace {
+		validation(w, "grace_seconds %v is not within 0..%d", *g, int(maxGrace.Seconds()))
+		return 0, false
+	}
+	return d, true
+}
+
+func (s *Server) terminate(w http.ResponseWriter, r *http.Request, id string) {
+	var b terminateBody
+	if !readObject(w, r, maxOtherBody, &b) {
+		return
+	}
+	grace, ok := graceOf(w, b.Grace)
+	if !ok {
+		return
+	}
+	v, err := s.Jobs.Terminate(r.Context(), id, grace)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, statusJSON(v))
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	var g *float64
+	if raw := q.Get("grace_seconds"); raw != "" {
+		f, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			validation(w, "grace_seconds %q is not a number", raw)
+			return
+		}
+		g = &f
+	}
+	grace, ok := graceOf(w, g)
+	if !ok {
+		return
+	}
+	if err := s.Jobs.Delete(r.Context(), id, q.Get("force") == "true", grace); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, deletedJSON{JobID: id, Deleted: true})
+}

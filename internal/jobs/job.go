@@ -1,0 +1,253 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/runner"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// job is the server's live view of one job whose end is not yet recorded.
+// Waiters block on changed, which is closed and replaced on every change.
+type job struct {
+	id   string
+	dir  string
+	mode string
+
+	mu        sync.Mutex
+	status    string
+	exitCode  *int
+	created   time.Time
+	started   time.Time
+	ended     time.Time
+	size      int64
+	lastGrow  time.Time
+	runnerPID int
+	changed   chan struct{}
+
+	conn    *proto.Conn
+	nextID  int64
+	pending map[int64]chan *proto.Msg
+}
+
+func newJob(id, dir, mode string) *job {
+	return &job{id: id, dir: dir, mode: mode, status: store.StatusCreated, changed: make(chan struct{}), pending: map[int64]chan *proto.Msg{}}
+}
+
+// notifyLocked wakes every waiter; j.mu is held.
+func (j *job) notifyLocked() {
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+func (j *job) done() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return store.IsTerminal(j.status)
+}
+
+func (j *job) setEnd(e store.Exit) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if store.IsTerminal(j.status) {
+		return
+	}
+	j.status = e.Status
+	j.exitCode = e.ExitCode
+	j.ended = e.EndedAt
+	if j.started.IsZero() && e.StartedAt != nil {
+		j.started = *e.StartedAt
+	}
+	j.notifyLocked()
+}
+
+func (j *job) closeConn() {
+	j.mu.Lock()
+	c := j.conn
+	j.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// attach follows the runner's events on c until the job's end is recorded
+// or the channel breaks.
+func (s *Service) attach(j *job, c *proto.Conn) {
+	j.mu.Lock()
+	j.conn = c
+	j.mu.Unlock()
+	go s.follow(j, c)
+}
+
+func (s *Service) follow(j *job, c *proto.Conn) {
+	for {
+		m, err := c.Recv()
+		if err != nil {
+			s.lostChannel(j, c, err)
+			return
+		}
+		switch m.T {
+		case proto.TRunning, proto.TState, proto.TOutput:
+			s.applyProgress(j, m)
+			if m.T == proto.TState && m.Done {
+				s.applyExit(j, c, m)
+				return
+			}
+		case proto.TExit:
+			s.applyExit(j, c, m)
+			return
+		case proto.TAck:
+			j.mu.Lock()
+			ch := j.pending[m.ID]
+			delete(j.pending, m.ID)
+			j.mu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+		}
+	}
+}
+
+func (s *Service) applyProgress(j *job, m *proto.Msg) {
+	j.mu.Lock()
+	if m.Size > j.size {
+		j.size = m.Size
+		j.lastGrow = time.Now()
+	}
+	becameRunning := false
+	if m.PID != 0 && (j.status == store.StatusCreated || j.status == store.StatusStarting) && (m.Status == store.StatusRunning || m.T == proto.TRunning) {
+		j.status = store.StatusRunning
+		j.started = time.Unix(0, m.StartedAt)
+		becameRunning = true
+	}
+	j.notifyLocked()
+	j.mu.Unlock()
+	if becameRunning {
+		if err := s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation); err != nil && !errors.Is(err, store.ErrNotChanged) {
+			s.log.Warn("mark running", "job", j.id, "err", err)
+		}
+	}
+}
+
+// applyExit records the end the runner reported, confirms it to the runner,
+// and lets the pending requests go.
+func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
+	j.mu.Lock()
+	if m.Size > j.size {
+		j.size = m.Size
+		j.lastGrow = time.Now()
+	}
+	j.mu.Unlock()
+	e := store.Exit{Status: m.Status, ExitCode: m.ExitCode, Signal: m.Signal, Reason: m.Reason, EndedAt: time.Unix(0, m.EndedAt)}
+	if m.StartedAt != 0 {
+		t := time.Unix(0, m.StartedAt)
+		e.StartedAt = &t
+	}
+	if m.PID != 0 && m.StartedAt != 0 {
+		// A job that ended before its running event was recorded.
+		_ = s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation)
+	}
+	s.finish(j, e)
+	_ = c.Send(&proto.Msg{T: proto.TExitAck})
+	// Acks that follow the exit (terminate) still arrive; read them out.
+	go func() {
+		for {
+			m, err := c.Recv()
+			if err != nil {
+				break
+			}
+			if m.T == proto.TAck {
+				j.mu.Lock()
+				ch := j.pending[m.ID]
+				delete(j.pending, m.ID)
+				j.mu.Unlock()
+				if ch != nil {
+					ch <- m
+				}
+			}
+		}
+		s.releasePending(j)
+		c.Close()
+	}()
+}
+
+// releasePending answers every request still waiting on a runner that is
+// gone.
+func (s *Service) releasePending(j *job) {
+	j.mu.Lock()
+	p := j.pending
+	j.pending = map[int64]chan *proto.Msg{}
+	j.conn = nil
+	j.mu.Unlock()
+	for id, ch := range p {
+		ch <- &proto.Msg{T: proto.TAck, ID: id, Err: "runner gone"}
+	}
+}
+
+// lostChannel handles a control channel that broke before the exit was
+// heard: the runner may have been killed, or it may still be there (then we
+// reconnect). A job whose runner is gone without a recorded exit is lost.
+func (s *Service) lostChannel(j *job, c *proto.Conn, cause error) {
+	c.Close()
+	select {
+	case <-s.stop:
+		return // the server is stopping; the runner goes on without us
+	default:
+	}
+	if nc, err := proto.Dial(j.dir, runner.SocketFile); err == nil {
+		if err := nc.Send(&proto.Msg{T: proto.THello}); err == nil {
+			s.attach(j, nc)
+			return
+		}
+		nc.Close()
+	}
+	s.releasePending(j)
+	ctx := context.Background()
+	row, err := s.st.Get(ctx, j.id)
+	if err == nil && store.IsTerminal(row.Status) {
+		e := store.Exit{Status: row.Status, ExitCode: row.ExitCode, Signal: row.Signal, Reason: row.Reason}
+		if row.EndedAt != nil {
+			e.EndedAt = *row.EndedAt
+		}
+		j.setEnd(e)
+		s.forget(j)
+		return
+	}
+	s.log.Warn("runner lost", "job", j.id, "cause", cause)
+	s.finish(j, store.Exit{Status: store.StatusLost, Reason: runner.ReasonRunnerLost, EndedAt: time.Now()})
+}
+
+// request sends m to j's runner and waits for its ack.
+func (s *Service) request(ctx context.Context, j *job, m *proto.Msg) (*proto.Msg, error) {
+	j.mu.Lock()
+	c := j.conn
+	if c == nil {
+		j.mu.Unlock()
+		return nil, fmt.Errorf("job %s: %w", j.id, ErrNotRunning)
+	}
+	j.nextID++
+	m.ID = j.nextID
+	ch := make(chan *proto.Msg, 1)
+	j.pending[m.ID] = ch
+	j.mu.Unlock()
+	if err := c.Send(m); err != nil {
+		j.mu.Lock()
+		delete(j.pending, m.ID)
+		j.mu.Unlock()
+		return nil, fmt.Errorf("job %s: %w", j.id, err)
+	}
+	select {
+	case a := <-ch:
+		return a, nil
+	case <-ctx.Done():
+		j.mu.Lock()
+		delete(j.pending, m.ID)
+		j.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}

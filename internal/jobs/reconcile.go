@@ -1,0 +1,83 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/runner"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// startupGrace is how long a restarted server keeps trying to reach the
+// runner of a job that was starting when the previous server stopped: the
+// runner binds its control socket first thing, so this is generous.
+const startupGrace = 2 * time.Second
+
+// reconcile finds the jobs that were not finished when the previous server
+// stopped: a job whose runner answers is followed again; one whose runner is
+// gone gets the end the runner recorded, or becomes lost.
+func (s *Service) reconcile(ctx context.Context) error {
+	rows, err := s.st.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		j := newJob(row.ID, runner.JobDir(s.cfg.StateDir, row.ID), row.Mode)
+		j.status = row.Status
+		j.created = row.CreatedAt
+		if row.StartedAt != nil {
+			j.started = *row.StartedAt
+		}
+		j.runnerPID = row.RunnerPID
+		j.size = s.fileSize(row.ID)
+		j.lastGrow = time.Now()
+		c := s.redial(j, row)
+		if c == nil {
+			s.endUnreachable(ctx, j, row)
+			continue
+		}
+		s.mu.Lock()
+		s.live[j.id] = j
+		s.mu.Unlock()
+		s.attach(j, c)
+		if err := c.Send(&proto.Msg{T: proto.THello}); err != nil {
+			c.Close()
+		}
+		s.log.Info("job found again", "job", j.id, "status", row.Status)
+	}
+	return nil
+}
+
+func (s *Service) redial(j *job, row *store.Job) *proto.Conn {
+	deadline := time.Now().Add(startupGrace)
+	for {
+		c, err := proto.Dial(j.dir, runner.SocketFile)
+		if err == nil {
+			return c
+		}
+		// Only a runner that is alive but not yet listening is worth
+		// waiting for.
+		if row.RunnerPID == 0 || unix.Kill(row.RunnerPID, 0) != nil || time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *Service) endUnreachable(ctx context.Context, j *job, row *store.Job) {
+	// The runner may have recorded the end itself a moment ago.
+	if fresh, err := s.st.Get(ctx, row.ID); err == nil && store.IsTerminal(fresh.Status) {
+		return
+	}
+	e := store.Exit{Status: store.StatusLost, Reason: runner.ReasonRunnerLost, EndedAt: time.Now()}
+	if row.Status == store.StatusCreated {
+		e.Status, e.Reason = store.StatusFailed, runner.ReasonStartupLost
+	}
+	if err := s.st.Finish(ctx, row.ID, e); err != nil {
+		s.log.Warn("record unreachable job", "job", row.ID, "err", err)
+	}
+	s.log.Warn("job runner gone", "job", row.ID, "status", e.Status)
+}

@@ -1,0 +1,326 @@
+// Package jobs is the job service of shellctl serve: it starts runners,
+// follows them over their control channels, answers waits from events,
+// ends jobs, collects finished ones and finds running jobs again after a
+// restart. It knows nothing of HTTP.
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/runner"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// Config is the service's configuration, every default filled in by the
+// caller (cmd/shellctl).
+type Config struct {
+	StateDir     string
+	RunnerPath   string
+	DefaultShell string
+	Home         string   // the server's $HOME: default cwd and job HOME
+	ServerEnv    []string // the server's environment, filtered per job by isolation.BuildEnv
+	InheritNone  bool
+	Policy       isolation.Policy
+	// ForceIsolationFail is a test hook: every job's isolation stage fails
+	// with this message.
+	ForceIsolationFail string
+	WorkspaceRoot      string
+
+	MaxRunning     int
+	MaxRuntime     time.Duration
+	MaxOutputBytes int64
+	MemoryMax      int64
+	PidsMax        int64
+	DisableCgroup  bool
+
+	GCInterval  time.Duration
+	GCRetention time.Duration
+
+	Logger *slog.Logger
+}
+
+// Service runs jobs.
+type Service struct {
+	cfg Config
+	st  *store.Store
+	log *slog.Logger
+
+	mu   sync.Mutex
+	live map[string]*job // jobs whose end is not yet recorded
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New opens the service over an open store and finds the jobs that were
+// running when the previous server stopped.
+func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DefaultShell == "" {
+		cfg.DefaultShell = "/bin/sh"
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "jobs"), 0o700); err != nil {
+		return nil, fmt.Errorf("make jobs dir: %w", err)
+	}
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, live: map[string]*job{}, stop: make(chan struct{})}
+	if err := s.reconcile(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.GCInterval > 0 {
+		s.wg.Add(1)
+		go s.gcLoop()
+	}
+	return s, nil
+}
+
+// Close stops background work. Running jobs are left running: their
+// runners outlive the server.
+func (s *Service) Close() {
+	close(s.stop)
+	s.mu.Lock()
+	for _, j := range s.live {
+		j.closeConn()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// RunRequest is a validated run request.
+type RunRequest struct {
+	Script    string
+	Mode      string // "pty" or "stdio"
+	Cwd       string // absolute and clean, or "" for the server's $HOME
+	Env       map[string]string
+	Cols      int
+	Rows      int
+	SessionID string
+}
+
+// NewID returns a fresh job id: 16 lowercase hex characters.
+func NewID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// ValidID reports whether id has the shape of a job id.
+func ValidID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Run starts a job and waits for it like Wait from offset 0.
+func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Result, error) {
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = s.cfg.Home
+	}
+	if fi, err := os.Stat(cwd); err != nil {
+		return nil, errorf(ErrInvalidCwd, "cwd %q does not exist", cwd)
+	} else if !fi.IsDir() {
+		return nil, errorf(ErrInvalidCwd, "cwd %q is not a directory", cwd)
+	}
+	if root := s.cfg.WorkspaceRoot; root != "" && cwd != root && !strings.HasPrefix(cwd, strings.TrimSuffix(root, "/")+"/") {
+		return nil, errorf(ErrCwdNotAllowed, "cwd %q is outside the workspace root %q", cwd, root)
+	}
+	s.mu.Lock()
+	if s.cfg.MaxRunning > 0 && len(s.live) >= s.cfg.MaxRunning {
+		s.mu.Unlock()
+		return nil, errorf(ErrTooManyJobs, "%d jobs are running, the limit is %d", s.cfg.MaxRunning, s.cfg.MaxRunning)
+	}
+	id := NewID()
+	j := newJob(id, runner.JobDir(s.cfg.StateDir, id), req.Mode)
+	// Reserve the slot now so concurrent runs count it.
+	s.live[id] = j
+	s.mu.Unlock()
+
+	if err := s.start(ctx, j, req, cwd); err != nil {
+		s.forget(j)
+		return nil, err
+	}
+	return s.wait(ctx, j, wp)
+}
+
+// start makes the job's directory and row and starts its runner. A failure
+// after the row exists is recorded as a failed job (still a 200 for the
+// client); a failure before undoes what was made.
+func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string) (err error) {
+	if err := os.Mkdir(j.dir, 0o700); err != nil {
+		return fmt.Errorf("make job dir %s: %w", j.dir, err)
+	}
+	rowMade := false
+	defer func() {
+		if err != nil && !rowMade {
+			os.RemoveAll(j.dir)
+		}
+	}()
+	script := filepath.Join(j.dir, runner.ScriptFile)
+	argv := []string{s.cfg.DefaultShell, script}
+	perm := os.FileMode(0o600)
+	if strings.HasPrefix(req.Script, "#!") {
+		// A shebang script is executed directly, so it must be executable.
+		argv = []string{script}
+		perm = 0o700
+	}
+	if err := os.WriteFile(script, []byte(req.Script), perm); err != nil {
+		return fmt.Errorf("write script of job %s: %w", j.id, err)
+	}
+	home := isolation.JobHome(req.Env, s.cfg.Home)
+	spec := &runner.Spec{
+		ID: j.id, StateDir: s.cfg.StateDir, Dir: j.dir, Mode: req.Mode, Argv: argv,
+		Env: isolation.BuildEnv(isolation.EnvInput{
+			ServerEnv: s.cfg.ServerEnv, InheritNone: s.cfg.InheritNone, Request: req.Env,
+			Home: home, Cwd: cwd, PTY: req.Mode == "pty",
+		}),
+		Cwd: cwd, Home: home, Cols: req.Cols, Rows: req.Rows,
+		Policy:             s.cfg.Policy,
+		ForceIsolationFail: s.cfg.ForceIsolationFail,
+		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),
+		MaxOutputBytes:     s.cfg.MaxOutputBytes,
+		MemoryMax:          s.cfg.MemoryMax,
+		PidsMax:            s.cfg.PidsMax,
+		DisableCgroup:      s.cfg.DisableCgroup,
+	}
+	if err := runner.WriteSpec(spec); err != nil {
+		return err
+	}
+	// The output log exists from the start, so a wait at offset 0 and the
+	// output_path of the first answer are valid at once.
+	if f, err := os.OpenFile(filepath.Join(j.dir, runner.OutputFile), os.O_CREATE|os.O_WRONLY, 0o600); err != nil {
+		return fmt.Errorf("create output log of job %s: %w", j.id, err)
+	} else {
+		f.Close()
+	}
+	now := time.Now()
+	if err := s.st.Insert(ctx, &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now}); err != nil {
+		return err
+	}
+	rowMade = true
+	j.mu.Lock()
+	j.status = store.StatusCreated
+	j.created = now
+	j.mu.Unlock()
+
+	pid, conn, err := s.spawn(j)
+	if err != nil {
+		s.log.Error("start runner", "job", j.id, "err", err)
+		s.finish(j, store.Exit{Status: store.StatusFailed, Reason: runner.ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now()})
+		return nil
+	}
+	if err := s.st.MarkStarting(ctx, j.id, pid); err != nil && !errors.Is(err, store.ErrNotChanged) {
+		s.log.Warn("mark starting", "job", j.id, "err", err)
+	}
+	j.mu.Lock()
+	if j.status == store.StatusCreated {
+		j.status = store.StatusStarting
+	}
+	j.runnerPID = pid
+	j.mu.Unlock()
+	s.attach(j, conn)
+	s.log.Info("job started", "job", j.id, "mode", req.Mode, "runner_pid", pid)
+	return nil
+}
+
+// spawn starts the job's runner in its own session, handing it one end of
+// a socketpair as its control channel.
+func (s *Service) spawn(j *job) (int, *proto.Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "ctl-server")
+	theirs := os.NewFile(uintptr(fds[1]), "ctl-runner")
+	defer theirs.Close()
+	logf, err := os.OpenFile(filepath.Join(j.dir, "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		ours.Close()
+		return 0, nil, fmt.Errorf("open runner log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(s.cfg.RunnerPath, "--state-dir", s.cfg.StateDir, "--job-id", j.id, "--ctl-fd", "3")
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	// Its own session: the runner and the job survive the server's stop,
+	// crash or upgrade, and signals to the server's group do not reach them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		ours.Close()
+		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.RunnerPath, err)
+	}
+	// Reap the runner when it leaves (it is our child until we exit).
+	go cmd.Wait()
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return 0, nil, fmt.Errorf("control channel: %w", err)
+	}
+	return cmd.Process.Pid, proto.NewConn(c), nil
+}
+
+// forget removes j from the live jobs.
+func (s *Service) forget(j *job) {
+	s.mu.Lock()
+	if s.live[j.id] == j {
+		delete(s.live, j.id)
+	}
+	s.mu.Unlock()
+}
+
+// lookup returns the live job id, or nil.
+func (s *Service) lookup(id string) *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id]
+}
+
+// finish records j's end (compare-and-set) and wakes its waiters. When the
+// record already held a terminal state (the runner recorded it itself), the
+// recorded one wins.
+func (s *Service) finish(j *job, e store.Exit) {
+	ctx := context.Background()
+	err := s.st.Finish(ctx, j.id, e)
+	if err != nil && !errors.Is(err, store.ErrNotChanged) {
+		s.log.Error("record job end", "job", j.id, "err", err)
+	}
+	if errors.Is(err, store.ErrNotChanged) {
+		if row, gerr := s.st.Get(ctx, j.id); gerr == nil && store.IsTerminal(row.Status) {
+			e = store.Exit{Status: row.Status, ExitCode: row.ExitCode, Reason: row.Reason, Signal: row.Signal}
+			if row.EndedAt != nil {
+				e.EndedAt = *row.EndedAt
+			}
+		}
+	}
+	j.setEnd(e)
+	s.forget(j)
+	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", e.Reason)
+}

@@ -1,0 +1,327 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/outputlog"
+	"github.com/shellctl/shellctl/internal/runner"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// WaitParams bound one wait. The api package fills every default.
+type WaitParams struct {
+	Offset  int64
+	Timeout time.Duration // 0: look once
+	Limit   int
+	Idle    time.Duration
+}
+
+// Result is a JobResult.
+type Result struct {
+	JobID      string
+	Done       bool
+	Status     string
+	ExitCode   *int
+	OutputPath string
+	Output     string
+	Offset     int64
+	Truncated  bool
+}
+
+// StatusView is a JobStatusView.
+type StatusView struct {
+	JobID     string
+	Status    string
+	Done      bool
+	ExitCode  *int
+	CreatedAt time.Time
+	StartedAt *time.Time
+	EndedAt   *time.Time
+	Offset    int64
+}
+
+// snapshot is one consistent look at a job.
+type snapshot struct {
+	status   string
+	exitCode *int
+	size     int64
+	lastGrow time.Time
+	changed  chan struct{}
+	mode     string
+}
+
+func (j *job) look() snapshot {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return snapshot{status: j.status, exitCode: j.exitCode, size: j.size, lastGrow: j.lastGrow, changed: j.changed, mode: j.mode}
+}
+
+func (s *Service) outputPath(id string) string {
+	return filepath.Join(runner.JobDir(s.cfg.StateDir, id), runner.OutputFile)
+}
+
+// fileSize is the size of the job's output.log (0 when it is gone).
+func (s *Service) fileSize(id string) int64 {
+	fi, err := os.Stat(s.outputPath(id))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// Wait answers per the wait rules of the API.
+func (s *Service) Wait(ctx context.Context, id string, wp WaitParams) (*Result, error) {
+	if j := s.lookup(id); j != nil {
+		return s.wait(ctx, j, wp)
+	}
+	return s.finished(ctx, id, wp)
+}
+
+// finished answers a wait on a job whose end is recorded.
+func (s *Service) finished(ctx context.Context, id string, wp WaitParams) (*Result, error) {
+	row, err := s.st.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// It may have ended between lookup and now: recorded before it left
+		// the live set, so the row exists unless it was deleted.
+		return nil, errorf(ErrNotFound, "job %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !store.IsTerminal(row.Status) {
+		// Only possible in the instant between the row's end and the job
+		// leaving the live set; look again.
+		if j := s.lookup(id); j != nil {
+			return s.wait(ctx, j, wp)
+		}
+	}
+	size := s.fileSize(id)
+	if wp.Offset > size {
+		return nil, errorf(ErrInvalidOffset, "offset %d is past the end of the output (%d bytes)", wp.Offset, size)
+	}
+	return s.window(id, row.Status, row.ExitCode, wp, size, true)
+}
+
+func (s *Service) window(id, status string, exitCode *int, wp WaitParams, size int64, final bool) (*Result, error) {
+	r := &Result{JobID: id, Done: store.IsTerminal(status), Status: status, ExitCode: exitCode, OutputPath: s.outputPath(id), Offset: wp.Offset}
+	if wp.Offset >= size {
+		return r, nil
+	}
+	f, err := os.Open(r.OutputPath)
+	if err != nil {
+		return nil, fmt.Errorf("open output of job %s: %w", id, err)
+	}
+	defer f.Close()
+	text, next, trunc, err := outputlog.Window(f, wp.Offset, size, wp.Limit, final)
+	if err != nil {
+		return nil, fmt.Errorf("read output of job %s: %w", id, err)
+	}
+	r.Output, r.Offset, r.Truncated = text, next, trunc
+	return r, nil
+}
+
+// wait blocks on j's events until a wait rule holds.
+func (s *Service) wait(ctx context.Context, j *job, wp WaitParams) (*Result, error) {
+	deadline := time.Now().Add(wp.Timeout)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	first := true
+	for {
+		sn := j.look()
+		done := store.IsTerminal(sn.status)
+		size := sn.size
+		if done {
+			// Everything is on disk once the end is recorded.
+			size = s.fileSize(j.id)
+		}
+		if first && wp.Offset > size {
+			// The runner's events may lag the file by a write.
+			if fs := s.fileSize(j.id); wp.Offset > fs {
+				return nil, errorf(ErrInvalidOffset, "offset %d is past the end of the output (%d bytes)", wp.Offset, fs)
+			}
+		}
+		first = false
+		avail := size - wp.Offset
+		now := time.Now()
+		switch {
+		case done,
+			avail > int64(wp.Limit),
+			avail > 0 && now.Sub(sn.lastGrow) >= wp.Idle,
+			!now.Before(deadline):
+			return s.window(j.id, sn.status, sn.exitCode, wp, size, done)
+		}
+		wake := deadline
+		if avail > 0 {
+			if t := sn.lastGrow.Add(wp.Idle); t.Before(wake) {
+				wake = t
+			}
+		}
+		d := time.Until(wake)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-sn.changed:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Input writes text to a pty job's terminal, then waits.
+func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitParams) (*Result, error) {
+	j := s.lookup(id)
+	if j == nil {
+		row, err := s.st.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(ErrNotFound, "job %s not found", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if row.Mode == "stdio" {
+			return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode, which takes no input", id)
+		}
+		return nil, errorf(ErrNotRunning, "job %s is %s", id, row.Status)
+	}
+	if j.mode == "stdio" {
+		return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode, which takes no input", id)
+	}
+	if sn := j.look(); wp.Offset > sn.size {
+		if fs := s.fileSize(id); wp.Offset > fs {
+			return nil, errorf(ErrInvalidOffset, "offset %d is past the end of the output (%d bytes)", wp.Offset, fs)
+		}
+	}
+	a, err := s.request(ctx, j, &proto.Msg{T: proto.TInput, Data: text})
+	if err != nil || a.Err != "" {
+		if j.done() || errors.Is(err, ErrNotRunning) || (a != nil && a.Err == "job_not_running") {
+			return nil, errorf(ErrNotRunning, "job %s is no longer running", id)
+		}
+		if err == nil {
+			err = errors.New(a.Err)
+		}
+		return nil, fmt.Errorf("send input to job %s: %w", id, err)
+	}
+	return s.wait(ctx, j, wp)
+}
+
+// Tail returns the last limit bytes of the output.
+func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, error) {
+	j := s.lookup(id)
+	var status string
+	var exitCode *int
+	if j != nil {
+		sn := j.look()
+		status, exitCode = sn.status, sn.exitCode
+	} else {
+		row, err := s.st.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(ErrNotFound, "job %s not found", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		status, exitCode = row.Status, row.ExitCode
+	}
+	size := s.fileSize(id)
+	r := &Result{JobID: id, Done: store.IsTerminal(status), Status: status, ExitCode: exitCode, OutputPath: s.outputPath(id), Offset: size}
+	if size == 0 {
+		return r, nil
+	}
+	f, err := os.Open(r.OutputPath)
+	if err != nil {
+		return nil, fmt.Errorf("open output of job %s: %w", id, err)
+	}
+	defer f.Close()
+	text, err := outputlog.Tail(f, size, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read output of job %s: %w", id, err)
+	}
+	r.Output = text
+	return r, nil
+}
+
+// Status returns a job's status view.
+func (s *Service) Status(ctx context.Context, id string) (*StatusView, error) {
+	row, err := s.st.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(ErrNotFound, "job %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &StatusView{JobID: id, Status: row.Status, Done: store.IsTerminal(row.Status), ExitCode: row.ExitCode,
+		CreatedAt: row.CreatedAt, StartedAt: row.StartedAt, EndedAt: row.EndedAt, Offset: s.fileSize(id)}, nil
+}
+
+// List returns jobs newest first.
+func (s *Service) List(ctx context.Context, status string, limit int) ([]*store.Job, error) {
+	return s.st.List(ctx, status, limit)
+}
+
+// Terminate ends a job's whole process tree and answers its view once
+// nothing of it is left. A finished job answers unchanged.
+func (s *Service) Terminate(ctx context.Context, id string, grace time.Duration) (*StatusView, error) {
+	if j := s.lookup(id); j != nil {
+		a, err := s.request(ctx, j, &proto.Msg{T: proto.TTerminate, Grace: grace.Seconds()})
+		if err != nil && !errors.Is(err, ErrNotRunning) {
+			return nil, fmt.Errorf("terminate job %s: %w", id, err)
+		}
+		if a != nil && a.Err != "" && !j.done() {
+			return nil, fmt.Errorf("terminate job %s: %s", id, a.Err)
+		}
+		// The exit precedes the ack on the channel, so it is recorded; wait
+		// for the live view to say so in case the channel broke instead.
+		for !j.done() {
+			ch := j.look().changed
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return s.Status(ctx, id)
+}
+
+// Delete removes a finished job, or with force terminates it first.
+func (s *Service) Delete(ctx context.Context, id string, force bool, grace time.Duration) error {
+	if j := s.lookup(id); j != nil && !j.done() {
+		if !force {
+			return errorf(ErrJobRunning, "job %s is still running: terminate it first or delete with force=true", id)
+		}
+		if _, err := s.Terminate(ctx, id, grace); err != nil {
+			return err
+		}
+	}
+	if err := s.st.Delete(ctx, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errorf(ErrNotFound, "job %s not found", id)
+		}
+		return err
+	}
+	if err := os.RemoveAll(runner.JobDir(s.cfg.StateDir, id)); err != nil {
+		return fmt.Errorf("remove dir of job %s: %w", id, err)
+	}
+	s.log.Info("job deleted", "job", id)
+	return nil
+}

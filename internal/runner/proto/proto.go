@@ -1,0 +1,114 @@
+// Package proto is the control protocol between shellctl serve and one
+// shellctl-runner: newline-delimited JSON messages over a Unix stream socket.
+// The server gets one end of a socketpair when it starts the runner, and a
+// restarted server reconnects through the job directory's control socket.
+package proto
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// Message types.
+const (
+	// runner → server
+	TState   = "state"   // full state: answer to hello, and first message on the inherited channel
+	TRunning = "running" // the job's process runs (pid, started, isolation)
+	TOutput  = "out"     // output.log grew to Size
+	TExit    = "exit"    // the job ended and its output is drained
+	TAck     = "ack"     // answer to a request with the same ID
+
+	// server → runner
+	THello     = "hello"
+	TInput     = "input"
+	TTerminate = "terminate"
+	TResize    = "resize"
+	TExitAck   = "exit_ack" // the server recorded the exit: the runner may leave
+)
+
+// Msg is every message; only the fields of its type are set.
+type Msg struct {
+	T  string `json:"t"`
+	ID int64  `json:"id,omitempty"`
+
+	// state / running / out / exit
+	Status    string `json:"status,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	StartedAt int64  `json:"started_at,omitempty"` // unix ns
+	Isolation string `json:"isolation,omitempty"`  // JSON of what was applied
+	Size      int64  `json:"size,omitempty"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+	Signal    int    `json:"signal,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	EndedAt   int64  `json:"ended_at,omitempty"` // unix ns
+	Done      bool   `json:"done,omitempty"`
+
+	// input / terminate / resize
+	Data  []byte  `json:"data,omitempty"`
+	Grace float64 `json:"grace,omitempty"` // seconds
+	Cols  int     `json:"cols,omitempty"`
+	Rows  int     `json:"rows,omitempty"`
+
+	// ack
+	Err string `json:"err,omitempty"`
+}
+
+// Conn reads and writes messages; Send is safe for concurrent use.
+type Conn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	wmu sync.Mutex
+	enc *json.Encoder
+}
+
+// maxLine bounds one message: input is at most 1 MiB of text, which JSON
+// base64 grows by a third.
+const maxLine = 2 << 20
+
+// NewConn wraps a connected socket.
+func NewConn(c net.Conn) *Conn {
+	return &Conn{c: c, r: bufio.NewReaderSize(c, 64<<10), enc: json.NewEncoder(c)}
+}
+
+// Send writes one message.
+func (c *Conn) Send(m *Msg) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.enc.Encode(m); err != nil {
+		return fmt.Errorf("send %s: %w", m.T, err)
+	}
+	return nil
+}
+
+// Recv reads one message; io.EOF when the peer closed.
+func (c *Conn) Recv() (*Msg, error) {
+	var line []byte
+	for {
+		part, isPrefix, err := c.r.ReadLine()
+		if err != nil {
+			if err == io.EOF && len(line) > 0 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		line = append(line, part...)
+		if len(line) > maxLine {
+			return nil, fmt.Errorf("control message longer than %d bytes", maxLine)
+		}
+		if !isPrefix {
+			break
+		}
+	}
+	m := new(Msg)
+	if err := json.Unmarshal(line, m); err != nil {
+		return nil, fmt.Errorf("decode control message: %w", err)
+	}
+	return m, nil
+}
+
+// Close closes the socket.
+func (c *Conn) Close() error { return c.c.Close() }

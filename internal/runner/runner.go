@@ -1,0 +1,586 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/proctree"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// Reasons recorded for terminal states.
+const (
+	ReasonExited      = "exited"
+	ReasonSignal      = "signal"
+	ReasonTerminate   = "terminate_request"
+	ReasonMaxRuntime  = "max_job_runtime"
+	ReasonMaxOutput   = "max_output_bytes"
+	ReasonOOM         = "oom_killed"
+	ReasonStartFailed = "start_failed"
+	ReasonRunnerLost  = "runner_lost"
+	ReasonStartupLost = "runner_never_started"
+	ReasonSupervision = "supervision_failed"
+)
+
+const (
+	// exitAckTimeout bounds how long a finished runner waits for the server
+	// to confirm it recorded the exit before recording it itself.
+	exitAckTimeout = 3 * time.Second
+	// ptyQuiet: once the job's process has exited, a terminal still held
+	// open by a background process is read until it has been quiet this
+	// long. Without a holder the terminal reports end of file at once, so
+	// this costs nothing on the ordinary path.
+	ptyQuiet = 100 * time.Millisecond
+	// ptyDrainMax caps that drain for a holder that never stops writing.
+	ptyDrainMax = 2 * time.Second
+	// limitGrace is the grace a limit (runtime, output) gives before SIGKILL.
+	limitGrace = 5 * time.Second
+	// inputQueue bounds queued input writes to a terminal that is not read.
+	inputQueue = 64
+)
+
+// Runner supervises one job.
+type Runner struct {
+	spec *Spec
+	log  *slog.Logger
+	self string // path of this binary, for the isolation stage
+
+	ln *net.UnixListener
+
+	mu          sync.Mutex
+	conns       map[*proto.Conn]struct{}
+	pid         int
+	startedAt   time.Time
+	isolation   string
+	exit        *proto.Msg // set once the job is done and drained
+	terminating string     // reason of a requested or limit-driven end
+	ladder      chan struct{}
+
+	size      atomic.Int64
+	sizeCh    chan struct{}
+	lastWrite atomic.Int64  // unix ns of the last output write
+	done      chan struct{} // closed when exit is set
+	exitAck   chan struct{}
+	ackOnce   sync.Once
+
+	tracker  proctree.Tracker
+	master   *os.File      // pty mode
+	pumpDone chan struct{} // closed when all output is on disk
+	inputCh  chan []byte
+
+	// reaper state
+	rmu       sync.Mutex
+	mainPID   int
+	early     map[int]unix.WaitStatus
+	mainState chan unix.WaitStatus
+}
+
+// Main runs the runner's command line and returns its exit status.
+func Main(args []string) int {
+	var stateDir, id string
+	ctlFD := -1
+	for i := 0; i < len(args); i++ {
+		next := func() string {
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return ""
+		}
+		switch args[i] {
+		case "--state-dir":
+			stateDir = next()
+		case "--job-id":
+			id = next()
+		case "--ctl-fd":
+			n, err := strconv.Atoi(next())
+			if err == nil {
+				ctlFD = n
+			}
+		}
+	}
+	if stateDir == "" || id == "" {
+		fmt.Fprintln(os.Stderr, "usage: shellctl-runner --state-dir DIR --job-id ID [--ctl-fd N]")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("job", id)
+	var ctl *proto.Conn
+	if ctlFD >= 0 {
+		f := os.NewFile(uintptr(ctlFD), "ctl")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			log.Error("control channel", "err", err)
+		} else {
+			ctl = proto.NewConn(c)
+		}
+	}
+	spec, err := ReadSpec(stateDir, id)
+	if err != nil {
+		log.Error("read spec", "err", err)
+		fail(ctl, stateDir, id, err)
+		return 1
+	}
+	r := &Runner{
+		spec:      spec,
+		log:       log,
+		conns:     map[*proto.Conn]struct{}{},
+		sizeCh:    make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		exitAck:   make(chan struct{}),
+		inputCh:   make(chan []byte, inputQueue),
+		early:     map[int]unix.WaitStatus{},
+		mainState: make(chan unix.WaitStatus, 1),
+	}
+	if ctl != nil {
+		r.addConn(ctl)
+	}
+	return r.run()
+}
+
+// fail records a job that could not even be set up.
+func fail(ctl *proto.Conn, stateDir, id string, err error) {
+	m := &proto.Msg{T: proto.TExit, Status: store.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
+	if ctl != nil && ctl.Send(m) == nil {
+		return
+	}
+	_ = recordExit(stateDir, id, m)
+}
+
+func (r *Runner) run() int {
+	s := r.spec
+	self, err := os.Executable()
+	if err != nil {
+		r.finishFailed(fmt.Errorf("find own binary: %w", err))
+		return 1
+	}
+	r.self = self
+	r.ln, err = proto.Listen(s.Dir, SocketFile)
+	if err != nil {
+		r.finishFailed(err)
+		return 1
+	}
+	defer os.Remove(filepath.Join(s.Dir, SocketFile))
+	go r.accept()
+	go r.sendSizes()
+
+	// SIGCHLD must be watched before the first child exists.
+	sigCh := make(chan os.Signal, 16)
+	signal.Notify(sigCh, unix.SIGCHLD)
+	// The runner lives in its own session; a hangup of the server's
+	// terminal or a stray SIGTERM to the server's group does not reach it.
+	signal.Ignore(unix.SIGHUP, unix.SIGPIPE)
+
+	tr, info, err := proctree.NewTracker(proctree.Options{
+		Name:          "shellctl-" + s.ID,
+		MemoryMax:     s.MemoryMax,
+		PidsMax:       s.PidsMax,
+		DisableCgroup: s.DisableCgroup,
+	})
+	if err != nil {
+		r.finishFailed(fmt.Errorf("track process tree: %w", err))
+		return 1
+	}
+	r.tracker = tr
+	_ = info
+
+	go r.reap(sigCh)
+
+	if err := r.start(); err != nil {
+		r.finishFailed(err)
+		return 1
+	}
+	r.waitAndFinish()
+	return 0
+}
+
+// finishFailed publishes a job that could not be started.
+func (r *Runner) finishFailed(err error) {
+	r.log.Error("start failed", "err", err)
+	m := &proto.Msg{T: proto.TExit, Status: store.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
+	r.publishExit(m)
+}
+
+// reap collects every child: the job's process, and as child subreaper the
+// orphans of its tree, so none of them lingers as a zombie.
+func (r *Runner) reap(sigCh chan os.Signal) {
+	for range sigCh {
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+			r.rmu.Lock()
+			switch {
+			case r.mainPID == 0:
+				r.early[pid] = ws
+			case pid == r.mainPID:
+				r.mainState <- ws
+			}
+			r.rmu.Unlock()
+			if r.tracker != nil {
+				r.tracker.Notify()
+			}
+		}
+	}
+}
+
+func (r *Runner) setMainPID(pid int) {
+	r.rmu.Lock()
+	r.mainPID = pid
+	if ws, ok := r.early[pid]; ok {
+		r.mainState <- ws
+	}
+	r.early = nil
+	r.rmu.Unlock()
+}
+
+// exitOf turns a wait status into the exit code of the API: the status, or
+// 128 + signal for a signal death.
+func exitOf(ws unix.WaitStatus) (code, sig int) {
+	switch {
+	case ws.Exited():
+		return ws.ExitStatus(), 0
+	case ws.Signaled():
+		return 128 + int(ws.Signal()), int(ws.Signal())
+	}
+	return 128, 0
+}
+
+// startCmd runs cmd and registers its pid; the caller has set its files.
+func (r *Runner) startCmd(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", r.spec.Argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	if err := r.tracker.Add(pid); err != nil {
+		r.log.Warn("track job process", "pid", pid, "err", err)
+	}
+	r.setMainPID(pid)
+	r.mu.Lock()
+	r.pid = pid
+	r.startedAt = time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Runner) running() {
+	r.mu.Lock()
+	m := &proto.Msg{T: proto.TRunning, Status: store.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation}
+	r.mu.Unlock()
+	r.broadcast(m)
+}
+
+// waitAndFinish waits for the process to end and its output to drain, then
+// publishes the exit. The order matters: the exit is recorded only after the
+// last byte is on disk, so a client that sees "done" reads all output.
+func (r *Runner) waitAndFinish() {
+	ws := <-r.mainState
+	code, sig := exitOf(ws)
+	r.drain()
+	m := &proto.Msg{T: proto.TExit, Status: store.StatusExited, ExitCode: &code, Signal: sig, EndedAt: time.Now().UnixNano(), Done: true}
+	m.Reason = ReasonExited
+	if sig != 0 {
+		m.Reason = ReasonSignal
+	}
+	r.mu.Lock()
+	if r.terminating != "" {
+		m.Status = store.StatusTerminated
+		m.Reason = r.terminating
+	}
+	r.mu.Unlock()
+	if r.tracker.OOMKilled() {
+		m.Reason = ReasonOOM
+	}
+	m.Size = r.size.Load()
+	r.publishExit(m)
+}
+
+// publishExit tells the connected server(s) and waits for one to confirm
+// it recorded the exit; with no server there (stopped, crashed, upgrading),
+// the runner records it itself. Both use compare-and-set, so whichever comes
+// second changes nothing.
+func (r *Runner) publishExit(m *proto.Msg) {
+	r.mu.Lock()
+	r.exit = m
+	n := len(r.conns)
+	r.mu.Unlock()
+	close(r.done)
+	if n > 0 {
+		r.broadcast(m)
+		select {
+		case <-r.exitAck:
+			return
+		case <-time.After(exitAckTimeout):
+		}
+	}
+	if err := recordExit(r.spec.StateDir, r.spec.ID, m); err != nil {
+		r.log.Error("record exit", "err", err)
+	}
+}
+
+// recordExit records m through shellctl-runner-exit, beside this binary. It
+// is only on the path when no server heard the exit, so the runner itself
+// carries no database code and starts fast.
+func recordExit(stateDir, id string, m *proto.Msg) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(filepath.Dir(self), "shellctl-runner-exit")
+	args := []string{"--state-dir", stateDir, "--job-id", id, "--status", m.Status,
+		"--ended-at", time.Unix(0, m.EndedAt).UTC().Format(time.RFC3339Nano), "--reason", m.Reason}
+	if m.ExitCode != nil {
+		args = append(args, "--exit-code", strconv.Itoa(*m.ExitCode), "--signal", strconv.Itoa(m.Signal))
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", bin, err, out)
+	}
+	return nil
+}
+
+// terminate runs the ladder once; later calls wait for the same end.
+func (r *Runner) terminate(reason string, grace time.Duration) {
+	r.mu.Lock()
+	if r.exit != nil {
+		r.mu.Unlock()
+		return
+	}
+	if r.ladder != nil {
+		ch := r.ladder
+		r.mu.Unlock()
+		<-ch
+		return
+	}
+	r.terminating = reason
+	ch := make(chan struct{})
+	r.ladder = ch
+	r.mu.Unlock()
+	defer close(ch)
+	fg := r.foregroundGroup()
+	if err := proctree.Ladder(context.Background(), r.tracker, fg, grace); err != nil {
+		r.log.Error("terminate", "err", err)
+	}
+}
+
+func (r *Runner) accept() {
+	for {
+		c, err := r.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		r.addConn(proto.NewConn(c))
+	}
+}
+
+func (r *Runner) addConn(c *proto.Conn) {
+	r.mu.Lock()
+	r.conns[c] = struct{}{}
+	r.mu.Unlock()
+	go r.serve(c)
+}
+
+func (r *Runner) dropConn(c *proto.Conn) {
+	r.mu.Lock()
+	delete(r.conns, c)
+	r.mu.Unlock()
+	c.Close()
+}
+
+func (r *Runner) broadcast(m *proto.Msg) {
+	r.mu.Lock()
+	conns := make([]*proto.Conn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		if err := c.Send(m); err != nil {
+			r.dropConn(c)
+		}
+	}
+}
+
+func (r *Runner) state() *proto.Msg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exit != nil {
+		m := *r.exit
+		m.T = proto.TState
+		m.PID = r.pid
+		m.StartedAt = unixNano(r.startedAt)
+		m.Isolation = r.isolation
+		m.Size = r.size.Load()
+		return &m
+	}
+	st := store.StatusStarting
+	if r.pid != 0 {
+		st = store.StatusRunning
+	}
+	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load()}
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// serve answers one server connection.
+func (r *Runner) serve(c *proto.Conn) {
+	defer r.dropConn(c)
+	for {
+		m, err := c.Recv()
+		if err != nil {
+			return
+		}
+		switch m.T {
+		case proto.THello:
+			if err := c.Send(r.state()); err != nil {
+				return
+			}
+		case proto.TInput:
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.input(m.Data)})
+		case proto.TResize:
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.resize(m.Cols, m.Rows)})
+		case proto.TTerminate:
+			id := m.ID
+			grace := time.Duration(m.Grace * float64(time.Second))
+			go func() {
+				r.terminate(ReasonTerminate, grace)
+				<-r.done
+				c.Send(&proto.Msg{T: proto.TAck, ID: id})
+			}()
+		case proto.TExitAck:
+			r.ackOnce.Do(func() { close(r.exitAck) })
+		default:
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: "unknown message " + strconv.Quote(m.T)})
+		}
+	}
+}
+
+// input queues text for the terminal. Writing happens on its own goroutine
+// so a job that does not read its terminal cannot block the control channel.
+func (r *Runner) input(b []byte) string {
+	if r.spec.Mode != "pty" {
+		return "input_unsupported"
+	}
+	r.mu.Lock()
+	done := r.exit != nil
+	r.mu.Unlock()
+	if done {
+		return "job_not_running"
+	}
+	select {
+	case r.inputCh <- b:
+		return ""
+	default:
+		return "input queue full: the job is not reading its terminal"
+	}
+}
+
+// sendSizes publishes output growth, coalesced: a burst of writes costs one
+// message per round trip, never a queue that grows with the output.
+func (r *Runner) sendSizes() {
+	var last int64 = -1
+	for {
+		select {
+		case <-r.sizeCh:
+		case <-r.done:
+			return
+		}
+		n := r.size.Load()
+		if n == last {
+			continue
+		}
+		last = n
+		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n})
+	}
+}
+
+// outWriter writes output.log, counts it and enforces --max-output-bytes.
+type outWriter struct {
+	r   *Runner
+	f   *os.File
+	max int64
+	hit bool
+}
+
+func (w *outWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if w.max > 0 {
+		room := w.max - w.r.size.Load()
+		if int64(len(p)) > room {
+			if room < 0 {
+				room = 0
+			}
+			p = p[:room]
+			if !w.hit {
+				w.hit = true
+				go w.r.terminate(ReasonMaxOutput, limitGrace)
+			}
+		}
+	}
+	if len(p) > 0 {
+		m, err := w.f.Write(p)
+		if m > 0 {
+			w.r.grew(int64(m))
+		}
+		if err != nil {
+			return m, err
+		}
+	}
+	// Bytes past the limit are consumed and dropped, so the job's writes do
+	// not block while the ladder ends it.
+	return n, nil
+}
+
+func (r *Runner) grew(n int64) {
+	r.size.Add(n)
+	r.lastWrite.Store(time.Now().UnixNano())
+	select {
+	case r.sizeCh <- struct{}{}:
+	default:
+	}
+}
+
+// watchRuntime ends the job at --max-job-runtime.
+func (r *Runner) watchRuntime() {
+	if r.spec.MaxRuntimeSeconds <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(r.spec.MaxRuntimeSeconds * float64(time.Second)))
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C:
+			r.terminate(ReasonMaxRuntime, limitGrace)
+		case <-r.done:
+		}
+	}()
+}
+
+func marshalApplied(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

@@ -1,0 +1,240 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/sanitize"
+)
+
+// stdioBuffer is the copy buffer for stdio output: large enough that a job
+// printing hundreds of megabytes costs few system calls, small enough to
+// keep a runner's memory flat.
+const stdioBuffer = 256 << 10
+
+// start launches the job's process through the isolation stage.
+func (r *Runner) start() error {
+	s := r.spec
+	out, err := os.OpenFile(filepath.Join(s.Dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open output log: %w", err)
+	}
+	w := &outWriter{r: r, f: out, max: s.MaxOutputBytes}
+	cfg := isolation.StageConfig{
+		Argv:      s.Argv,
+		Env:       s.Env,
+		Cwd:       s.Cwd,
+		Home:      s.Home,
+		Script:    filepath.Join(s.Dir, ScriptFile),
+		Policy:    s.Policy,
+		ForceFail: s.ForceIsolationFail,
+	}
+	if s.Mode == "pty" {
+		return r.startPTY(cfg, w)
+	}
+	return r.startStdio(cfg, w)
+}
+
+func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
+	s := r.spec
+	master, slave, err := pty.Open()
+	if err != nil {
+		return fmt.Errorf("open terminal: %w", err)
+	}
+	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(s.Cols), Rows: uint16(s.Rows)}); err != nil {
+		master.Close()
+		slave.Close()
+		return fmt.Errorf("set terminal size %dx%d: %w", s.Cols, s.Rows, err)
+	}
+	cfg.TTY = slave.Name()
+	cmd, send, applied, err := isolation.StageCommand(r.self, cfg)
+	if err != nil {
+		master.Close()
+		slave.Close()
+		return err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid = true
+	cmd.SysProcAttr.Setctty = true
+	cmd.SysProcAttr.Ctty = 0
+	err = r.startCmd(cmd)
+	// Only the job may hold the terminal's slave side: once it and its
+	// descendants close it, reading the master ends with EIO, which is how
+	// the runner knows the output is complete.
+	slave.Close()
+	if err != nil {
+		master.Close()
+		applied.Close()
+		return err
+	}
+	r.master = master
+	r.pumpDone = make(chan struct{})
+	go func() {
+		defer close(r.pumpDone)
+		if err := sanitize.Pump(master, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
+			r.log.Warn("copy terminal output", "err", err)
+		}
+	}()
+	go r.writeInput()
+	r.afterStart(send, applied)
+	return nil
+}
+
+func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
+	s := r.spec
+	errLog, err := os.OpenFile(filepath.Join(s.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open stderr log: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("make stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("make stderr pipe: %w", err)
+	}
+	cmd, send, applied, err := isolation.StageCommand(r.self, cfg)
+	if err != nil {
+		return err
+	}
+	cmd.Stdin = nil // /dev/null
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid = true
+	err = r.startCmd(cmd)
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		applied.Close()
+		return err
+	}
+	r.pumpDone = make(chan struct{})
+	errDone := make(chan struct{})
+	go func() {
+		defer close(errDone)
+		_, _ = io.CopyBuffer(errLog, errR, make([]byte, 64<<10))
+		errR.Close()
+		errLog.Close()
+	}()
+	go func() {
+		defer close(r.pumpDone)
+		_, err := io.CopyBuffer(w, outR, make([]byte, stdioBuffer))
+		if err != nil {
+			r.log.Warn("copy stdout", "err", err)
+		}
+		outR.Close()
+		// Done means both streams reached end of file: output of a
+		// descendant still holding stderr is never cut off.
+		<-errDone
+	}()
+	r.afterStart(send, applied)
+	return nil
+}
+
+// afterStart hands the stage its configuration, then reports "running" once
+// the stage has applied isolation and executed the script (or failed).
+func (r *Runner) afterStart(send func() error, applied *os.File) {
+	if err := send(); err != nil {
+		r.log.Warn("send stage config", "err", err)
+	}
+	a, err := isolation.ReadApplied(applied)
+	applied.Close()
+	if err == nil {
+		r.mu.Lock()
+		r.isolation = marshalApplied(a)
+		r.mu.Unlock()
+	}
+	r.running()
+	r.watchRuntime()
+}
+
+// drain waits until all output of the job is on disk.
+func (r *Runner) drain() {
+	if r.master == nil {
+		<-r.pumpDone
+		return
+	}
+	// A terminal still held by a background process never reports end of
+	// file: read it until quiet, then close it (which hangs the terminal up
+	// for the holders, as a closing terminal window would).
+	deadline := time.Now().Add(ptyDrainMax)
+	for {
+		last := time.Unix(0, r.lastWrite.Load())
+		wait := time.Until(last.Add(ptyQuiet))
+		if wait < ptyQuiet/4 {
+			wait = ptyQuiet / 4
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-r.pumpDone:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, r.lastWrite.Load())) >= ptyQuiet || time.Now().After(deadline) {
+			break
+		}
+	}
+	r.master.Close()
+	<-r.pumpDone
+}
+
+// writeInput writes queued input to the terminal in order.
+func (r *Runner) writeInput() {
+	for {
+		select {
+		case b := <-r.inputCh:
+			if _, err := r.master.Write(b); err != nil {
+				r.log.Warn("write input", "err", err)
+			}
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// foregroundGroup is the terminal's foreground process group (0 for stdio
+// jobs or when it cannot be read).
+func (r *Runner) foregroundGroup() int {
+	if r.master == nil {
+		return 0
+	}
+	rc, err := r.master.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pgrp := 0
+	_ = rc.Control(func(fd uintptr) {
+		if n, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == nil {
+			pgrp = n
+		}
+	})
+	return pgrp
+}
+
+func (r *Runner) resize(cols, rows int) string {
+	if r.master == nil {
+		return "input_unsupported"
+	}
+	if err := pty.Setsize(r.master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+		return err.Error()
+	}
+	return ""
+}

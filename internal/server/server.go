@@ -1,0 +1,179 @@
+// Package server wires shellctl serve: configuration, the database, the job
+// service, the snapshot service and the HTTP server, and their orderly stop.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/api"
+	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/snapshot"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// Timeouts that keep slow or idle clients from holding the server. Waits
+// answer within their own timeout (≤ 600 s), so there is no write timeout:
+// a long wait is not a slow client.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownTimeout   = 10 * time.Second
+)
+
+// Config is the configuration of serve, every default filled in.
+type Config struct {
+	Listen         string
+	StateDir       string
+	Token          string
+	RequireToken   bool
+	Home           string
+	RunnerPath     string
+	DefaultShell   string
+	GCInterval     time.Duration
+	GCRetention    time.Duration
+	MaxRunningJobs int
+	MaxJobRuntime  time.Duration
+	MaxOutputBytes int64
+	JobMemoryMax   int64
+	JobPidsMax     int64
+	InheritEnv     string // "all" or "none"
+	WorkspaceRoot  string
+	DisableCgroup  bool
+	Environ        []string // the server's environment
+	Getenv         func(string) string
+	Logger         *slog.Logger
+}
+
+// CheckToken enforces --require-auth-token before anything is opened.
+func (c *Config) CheckToken() error {
+	if c.RequireToken && strings.TrimSpace(c.Token) == "" {
+		return errors.New("--require-auth-token is set but no token is configured: pass --token or set SHELLCTL_AUTH_TOKEN to a non-empty value")
+	}
+	return nil
+}
+
+// Server is a running shellctl serve.
+type Server struct {
+	cfg  Config
+	st   *store.Store
+	jobs *jobs.Service
+	http *http.Server
+	ln   net.Listener
+}
+
+// Start opens everything and starts listening.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.CheckToken(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	snapTimeout, err := snapshot.TimeoutFromEnv(cfg.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.InheritEnv != "all" && cfg.InheritEnv != "none" {
+		return nil, fmt.Errorf("--inherit-env %q is not one of all, none", cfg.InheritEnv)
+	}
+	if cfg.WorkspaceRoot != "" {
+		abs, err := filepath.Abs(cfg.WorkspaceRoot)
+		if err != nil {
+			return nil, fmt.Errorf("--workspace-root %q: %w", cfg.WorkspaceRoot, err)
+		}
+		cfg.WorkspaceRoot = filepath.Clean(abs)
+	}
+	if _, err := os.Stat(cfg.RunnerPath); err != nil {
+		return nil, fmt.Errorf("runner binary %s: %w", cfg.RunnerPath, err)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make state dir %s: %w", cfg.StateDir, err)
+	}
+	st, err := store.Open(ctx, cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	policy := isolation.PolicyFromEnv(cfg.Getenv)
+	svc, err := jobs.New(ctx, jobs.Config{
+		StateDir:           cfg.StateDir,
+		RunnerPath:         cfg.RunnerPath,
+		DefaultShell:       cfg.DefaultShell,
+		Home:               cfg.Home,
+		ServerEnv:          cfg.Environ,
+		InheritNone:        cfg.InheritEnv == "none",
+		Policy:             policy,
+		ForceIsolationFail: cfg.Getenv("SHELLCTL_TEST_FORCE_ISOLATION_FAILURE"),
+		WorkspaceRoot:      cfg.WorkspaceRoot,
+		MaxRunning:         cfg.MaxRunningJobs,
+		MaxRuntime:         cfg.MaxJobRuntime,
+		MaxOutputBytes:     cfg.MaxOutputBytes,
+		MemoryMax:          cfg.JobMemoryMax,
+		PidsMax:            cfg.JobPidsMax,
+		DisableCgroup:      cfg.DisableCgroup,
+		GCInterval:         cfg.GCInterval,
+		GCRetention:        cfg.GCRetention,
+		Logger:             log,
+	}, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		svc.Close()
+		st.Close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	h := &api.Server{
+		Jobs:  svc,
+		Token: cfg.Token,
+		Home:  cfg.Home,
+		Snapshot: snapshot.NewService(snapshot.Config{
+			Home: cfg.Home, StateDir: cfg.StateDir, Timeout: snapTimeout, Logger: log,
+		}),
+		Logger: log,
+	}
+	s := &Server{cfg: cfg, st: st, jobs: svc, ln: ln, http: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}}
+	if cfg.Token == "" {
+		log.Warn("no auth token configured: every client on this address can run commands")
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "state_dir", cfg.StateDir, "isolation", policy.Enabled)
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serve", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Stop stops accepting requests, lets the ones in flight finish (bounded),
+// and closes the database. Running jobs go on: their runners outlive us.
+func (s *Server) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	s.jobs.Close()
+	if cerr := s.st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

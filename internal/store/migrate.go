@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations[i] takes the schema from version i to i+1. Only ever append:
+// a database records its version in PRAGMA user_version and is migrated
+// forward from there on open.
+var migrations = []string{
+	// 0 → 1: the jobs table.
+	`CREATE TABLE jobs (
+		seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+		id         TEXT NOT NULL UNIQUE,
+		status     TEXT NOT NULL,
+		exit_code  INTEGER,
+		mode       TEXT NOT NULL DEFAULT 'pty',
+		cwd        TEXT NOT NULL DEFAULT '',
+		session_id TEXT NOT NULL DEFAULT '',
+		created_at INTEGER NOT NULL,
+		started_at INTEGER,
+		ended_at   INTEGER,
+		reason     TEXT NOT NULL DEFAULT '',
+		signal     INTEGER NOT NULL DEFAULT 0,
+		runner_pid INTEGER NOT NULL DEFAULT 0,
+		pid        INTEGER NOT NULL DEFAULT 0,
+		isolation  TEXT NOT NULL DEFAULT ''
+	);
+	CREATE INDEX jobs_status ON jobs(status);
+	CREATE INDEX jobs_ended ON jobs(ended_at) WHERE ended_at IS NOT NULL;`,
+}
+
+// SchemaVersion is the version this build writes.
+var SchemaVersion = len(migrations)
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var v int
+	if err := conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("database schema version %d is newer than this shellctl supports (%d): use a newer shellctl or another state dir", v, SchemaVersion)
+	}
+	for ; v < SchemaVersion; v++ {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, v+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+// Package store keeps job records in SQLite: the schema and its forward
+// migrations, and the compare-and-set state transitions that the server, the
+// runners and shellctl-runner-exit all go through. It knows nothing of
+// processes or HTTP.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver (no cgo, static binaries)
+)
+
+// Job states. The last four are terminal.
+const (
+	StatusCreated    = "created"
+	StatusStarting   = "starting"
+	StatusRunning    = "running"
+	StatusExited     = "exited"
+	StatusTerminated = "terminated"
+	StatusFailed     = "failed"
+	StatusLost       = "lost"
+)
+
+// IsTerminal reports whether a job in status s is done.
+func IsTerminal(s string) bool {
+	switch s {
+	case StatusExited, StatusTerminated, StatusFailed, StatusLost:
+		return true
+	}
+	return false
+}
+
+// ValidStatus reports whether s names a job state.
+func ValidStatus(s string) bool {
+	switch s {
+	case StatusCreated, StatusStarting, StatusRunning:
+		return true
+	}
+	return IsTerminal(s)
+}
+
+// ErrNotFound is returned when no job has the given id.
+var ErrNotFound = errors.New("job not found")
+
+// ErrNotChanged is returned by a compare-and-set that found the job in a state
+// it must not leave (typically: already terminal).
+var ErrNotChanged = errors.New("job state not changed")
+
+// DBFile is the database's name inside the state dir.
+const DBFile = "shellctl.db"
+
+// busyTimeout bounds how long a writer waits for another writer (the server
+// and the runners share the file). Writes are tiny, so waits are short; the
+// bound only matters when something holds the lock abnormally long.
+const busyTimeout = 5 * time.Second
+
+// Job is one row.
+type Job struct {
+	ID        string
+	Seq       int64
+	Status    string
+	ExitCode  *int
+	Mode      string
+	Cwd       string
+	SessionID string
+	CreatedAt time.Time
+	StartedAt *time.Time
+	EndedAt   *time.Time
+	Reason    string
+	Signal    int
+	RunnerPID int
+	PID       int
+	Isolation string // JSON of what isolation was applied, as the runner reported it
+}
+
+// Store is an open database.
+type Store struct {
+	db *sql.DB
+
+	stmtGet, stmtInsert, stmtStarting, stmtRunning, stmtFinish, stmtDelete *sql.Stmt
+}
+
+// Open opens (creating when missing) the database in stateDir and migrates
+// it forward. A database written by a newer shellctl is refused.
+func Open(ctx context.Context, stateDir string) (*Store, error) {
+	path := filepath.Join(stateDir, DBFile)
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate",
+		path, busyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	// One writer at a time is what SQLite allows anyway; a small pool lets
+	// readers proceed beside it in WAL mode.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate database %s: %w", path, err)
+	}
+	s := &Store{db: db}
+	if err := s.prepare(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation`
+
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	p := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = s.db.PrepareContext(ctx, q)
+		if err != nil {
+			err = fmt.Errorf("prepare %q: %w", q, err)
+		}
+		return st
+	}
+	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
+	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
+	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ? WHERE id = ? AND status IN ('created','starting')`)
+	s.stmtFinish = p(`UPDATE jobs SET status = ?, exit_code = ?, ended_at = ?, reason = ?, signal = ?,
+		started_at = COALESCE(started_at, ?) WHERE id = ? AND status NOT IN ('exited','terminated','failed','lost')`)
+	s.stmtDelete = p(`DELETE FROM jobs WHERE id = ?`)
+	return err
+}
+
+func nsOrNil(t *time.Time) any {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
+	var j Job
+	var exit, started, ended sql.NullInt64
+	var created int64
+	if err := sc.Scan(&j.ID, &j.Seq, &j.Status, &exit, &j.Mode, &j.Cwd, &j.SessionID, &created, &started, &ended,
+		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation); err != nil {
+		return nil, err
+	}
+	j.CreatedAt = time.Unix(0, created).UTC()
+	if exit.Valid {
+		c := int(exit.Int64)
+		j.ExitCode = &c
+	}
+	if started.Valid {
+		t := time.Unix(0, started.Int64).UTC()
+		j.StartedAt = &t
+	}
+	if ended.Valid {
+		t := time.Unix(0, ended.Int64).UTC()
+		j.EndedAt = &t
+	}
+	return &j, nil
+}
+
+// Insert records a new job in state created.
+func (s *Store) Insert(ctx context.Context, j *Job) error {
+	_, err := s.stmtInsert.ExecContext(ctx, j.ID, StatusCreated, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano())
+	if err != nil {
+		return fmt.Errorf("insert job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Get reads one job.
+func (s *Store) Get(ctx context.Context, id string) (*Job, error) {
+	j, err := scanJob(s.stmtGet.QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+func changed(res sql.Result, err error, what, id string) error {
+	if err != nil {
+		return fmt.Errorf("%s job %s: %w", what, id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s job %s: %w", what, id, err)
+	}
+	if n == 0 {
+		return ErrNotChanged
+	}
+	return nil
+}
+
+// MarkStarting moves created → starting once the runner was spawned.
+func (s *Store) MarkStarting(ctx context.Context, id string, runnerPID int) error {
+	res, err := s.stmtStarting.ExecContext(ctx, runnerPID, id)
+	return changed(res, err, "mark starting", id)
+}
+
+// MarkRunning moves created|starting → running.
+func (s *Store) MarkRunning(ctx context.Context, id string, pid int, startedAt time.Time, isolation string) error {
+	res, err := s.stmtRunning.ExecContext(ctx, pid, startedAt.UnixNano(), isolation, id)
+	return changed(res, err, "mark running", id)
+}
+
+// Exit describes how a job ended.
+type Exit struct {
+	Status   string // one of the terminal states
+	ExitCode *int   // nil for failed and lost
+	Signal   int    // the signal that killed the process, 0 when it exited
+	Reason   string
+	EndedAt  time.Time
+	// StartedAt fills started_at when the job never reported running
+	// (a job that ended before its running event was recorded).
+	StartedAt *time.Time
+}
+
+// Finish records a terminal state with compare-and-set: a job that is
+// already terminal keeps its state, and ErrNotChanged says so.
+func (s *Store) Finish(ctx context.Context, id string, e Exit) error {
+	if !IsTerminal(e.Status) {
+		return fmt.Errorf("finish job %s: status %q is not terminal", id, e.Status)
+	}
+	var code any
+	if e.ExitCode != nil {
+		code = *e.ExitCode
+	}
+	res, err := s.stmtFinish.ExecContext(ctx, e.Status, code, e.EndedAt.UnixNano(), e.Reason, e.Signal, nsOrNil(e.StartedAt), id)
+	return changed(res, err, "finish", id)
+}
+
+// Delete removes a job's row.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	res, err := s.stmtDelete.ExecContext(ctx, id)
+	if err := changed(res, err, "delete", id); err != nil {
+		if errors.Is(err, ErrNotChanged) {
+			return ErrNotFound
+		}
+		return err
+	}
+	return nil
+}
+
+// List returns up to limit jobs, newest first (creation order breaks ties),
+// optionally only those in status.
+func (s *Store) List(ctx context.Context, status string, limit int) ([]*Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM jobs`
+	args := []any{}
+	if status != "" {
+		q += ` WHERE status = ?`
+		args = append(args, status)
+	}
+	q += ` ORDER BY seq DESC LIMIT ?`
+	args = append(args, limit)
+	return s.query(ctx, q, args...)
+}
+
+// Unfinished returns every job that is not in a terminal state.
+func (s *Store) Unfinished(ctx context.Context) ([]*Job, error) {
+	return s.query(ctx, `SELECT `+jobColumns+` FROM jobs WHERE status NOT IN ('exited','terminated','failed','lost') ORDER BY seq`)
+}
+
+// EndedBefore returns the ids of terminal jobs that ended before t.
+func (s *Store) EndedBefore(ctx context.Context, t time.Time) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM jobs WHERE status IN ('exited','terminated','failed','lost') AND ended_at < ?`, t.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("list ended jobs: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list ended jobs: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// CountRunning counts jobs that are not terminal.
+func (s *Store) CountRunning(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status NOT IN ('exited','terminated','failed','lost')`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count running jobs: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) query(ctx context.Context, q string, args ...any) ([]*Job, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	jobs := []*Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
