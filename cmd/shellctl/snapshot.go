@@ -1,5 +1,3 @@
-//go:build snapshotcli
-
 package main
 
 import (
