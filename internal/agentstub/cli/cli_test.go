@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestWithConnect(t *testing.T) {
+	root := (&app{}).newRoot()
+	for _, c := range []struct{ in, want []string }{
+		{nil, nil},
+		{[]string{"config", "manifest"}, []string{"config", "manifest"}},
+		{[]string{"connect", "x"}, []string{"connect", "x"}},
+		{[]string{"help"}, []string{"help"}},
+		{[]string{"--help"}, []string{"--help"}},
+		{[]string{"ssh", "-p", "22"}, []string{"connect", "ssh", "-p", "22"}},
+		{[]string{"manifest"}, []string{"connect", "manifest"}},
+	} {
+		if got := withConnect(root, c.in); strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("withConnect(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for name, ok := range map[string]bool{"a": true, "a.zip": true, "..a": true, "": false, ".": false,
+		"..": false, "a/b": false, `a\b`: false, "a\x00": false} {
+		if err := checkName(name); (err == nil) != ok {
+			t.Errorf("checkName(%q) = %v", name, err)
+		}
+	}
+}
+
+// Main maps failures to exit 1 and command-line errors to exit 2.
+func TestMainExitCodes(t *testing.T) {
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), args, strings.NewReader(""), &out, &errb, func(string) string { return "" })
+		return code, errb.String()
+	}
+	if code, msg := run("config", "manifest"); code != ExitFailed ||
+		msg != "dify-agent: read manifest: missing_env: DIFY_AGENT_STUB_API_BASE_URL is not set\n" {
+		t.Fatalf("missing env: %d %q", code, msg)
+	}
+	if code, _ := run("config", "manifest", "--nope"); code != ExitUsage {
+		t.Fatalf("bad flag: %d", code)
+	}
+	if code, _ := run("config"); code != ExitOK {
+		t.Fatalf("group alone: %d", code)
+	}
+}
