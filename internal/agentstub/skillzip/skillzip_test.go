@@ -106,7 +106,7 @@ func TestUnpackStripsOneTopDirectory(t *testing.T) {
 		want  string // a file that must exist
 	}{
 		{[]string{"s/", "s/SKILL.md", "s/x"}, "SKILL.md"},
-		{[]string{"s/SKILL.md", "t/x"}, "s/SKILL.md"},   // two tops: kept
+		{[]string{"s/SKILL.md", "t/x"}, "s/SKILL.md"},    // two tops: kept
 		{[]string{"SKILL.md", "s/SKILL.md"}, "SKILL.md"}, // already on top
 		{[]string{"s/x"}, "s/x"},                         // no SKILL.md: kept
 	} {
