@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 )
@@ -105,4 +106,32 @@ func BenchmarkPTYSanitized(b *testing.B) {
 	benchPTY(b, func(master *os.File) error {
 		return Pump(master, io.Discard, DefaultIdle, nil)
 	})
+}
+
+// TestPumpRealPTY runs Pump on a real pty master: ONLCR line ends, a prompt
+// flushed while the terminal stays open, and EIO after the slave closed.
+func TestPumpRealPTY(t *testing.T) {
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer master.Close()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- Pump(master, &out, 20*time.Millisecond, nil) }()
+	slave.Write([]byte("\x1b[31mhello\x1b[0m\nPassword: "))
+	waitFor(t, &out, "hello\nPassword: ")
+	slave.Write([]byte("\nbye\n"))
+	slave.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Pump = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Pump did not end after the slave closed")
+	}
+	if got, want := out.String(), "hello\nPassword: \nbye\n"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
 }

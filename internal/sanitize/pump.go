@@ -3,6 +3,7 @@ package sanitize
 import (
 	"errors"
 	"io"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -38,16 +39,44 @@ func isEnd(err error) bool {
 	return err == io.EOF || errors.Is(err, syscall.EIO)
 }
 
+// pump is the state Pump shares with its idle timer.
+type pump struct {
+	mu        sync.Mutex
+	s         *Sanitizer
+	idle      time.Duration
+	lastInput time.Time
+	stopped   bool
+	armed     bool // the timer is set (or onIdle is about to run)
+	timer     *time.Timer
+}
+
+// onIdle runs on the timer: it writes the held partial line once idle has
+// passed since the last input, or re-arms itself for the rest of the wait.
+func (p *pump) onIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	if wait := p.idle - time.Since(p.lastInput); wait > 0 && p.s.Pending() {
+		p.timer.Reset(wait)
+		return
+	}
+	p.armed = false
+	p.s.Flush() // an error is kept by the Sanitizer and seen by the next Write
+}
+
 // Pump copies r through a Sanitizer into w until r ends (EOF, or EIO from a
 // pty master), then writes what is held and returns nil. A held partial line
 // is written once idle passes with no new input (idle <= 0 means
 // DefaultIdle). onWrite, when not nil, is called after every write to w with
 // the number of bytes written.
 //
-// One goroutine reads r (with two buffers, so reading overlaps sanitizing);
-// the caller's goroutine sanitizes and waits on a timer, so an idle pump
-// costs nothing. If writing to w fails, Pump returns that error at once; the
-// reader goroutine then ends when its current Read returns.
+// Pump reads r in the calling goroutine and sanitizes each read at once; a
+// timer (no goroutine, no polling while idle) writes the held partial line.
+// Writes to w and calls of onWrite come from either, never at the same time,
+// and never after Pump returned. A failed write to w ends Pump with that
+// error; another read error is returned after what is held was written.
 func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) error {
 	if idle <= 0 {
 		idle = DefaultIdle
@@ -55,71 +84,49 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 	if onWrite != nil {
 		w = countingWriter{w: w, fn: onWrite}
 	}
-	s := New(w)
+	p := &pump{s: New(w), idle: idle}
+	p.timer = time.AfterFunc(time.Hour, p.onIdle)
+	p.timer.Stop()
 
-	type result struct {
-		b   []byte
-		err error
-	}
-	results := make(chan result)
-	free := make(chan []byte, 2)
-	free <- make([]byte, readSize)
-	free <- make([]byte, readSize)
-	done := make(chan struct{})
-	defer close(done)
-
-	go func() {
-		for {
-			var b []byte
-			select {
-			case b = <-free:
-			case <-done:
-				return
-			}
-			n, err := r.Read(b)
-			if n == 0 && err == nil {
-				free <- b
-				continue
-			}
-			select {
-			case results <- result{b: b[:n], err: err}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-
-	timer := time.NewTimer(idle)
-	timer.Stop()
-	defer timer.Stop()
+	buf := make([]byte, readSize)
 	for {
-		select {
-		case res := <-results:
-			if len(res.b) > 0 {
-				if _, err := s.Write(res.b); err != nil {
-					return err
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			_, werr := p.s.Write(buf[:n])
+			// The timer is armed when a partial line is first held; while
+			// input keeps coming onIdle re-arms itself from lastInput, so
+			// the hot path costs one clock read, not a timer reset.
+			if p.s.Pending() {
+				p.lastInput = time.Now()
+				if !p.armed {
+					p.armed = true
+					p.timer.Reset(idle)
 				}
 			}
-			free <- res.b[:cap(res.b)]
-			if res.err != nil {
-				cerr := s.Close()
-				if !isEnd(res.err) {
-					return res.err
-				}
-				return cerr
-			}
-			if s.Pending() {
-				timer.Reset(idle)
-			} else {
-				timer.Stop()
-			}
-		case <-timer.C:
-			if err := s.Flush(); err != nil {
-				return err
+			p.mu.Unlock()
+			if werr != nil {
+				p.stop()
+				return werr
 			}
 		}
+		if rerr != nil {
+			p.stop()
+			p.mu.Lock()
+			cerr := p.s.Close()
+			p.mu.Unlock()
+			if !isEnd(rerr) {
+				return rerr
+			}
+			return cerr
+		}
 	}
+}
+
+// stop disarms the timer for good; after it returns onIdle writes nothing.
+func (p *pump) stop() {
+	p.timer.Stop()
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 }
