@@ -406,6 +406,33 @@ func TestPumpNoEarlyFlush(t *testing.T) {
 	}
 }
 
+// TestPumpIdleCountsFromLastInput: input that keeps coming on the same line
+// holds the flush back; it happens once the input stops.
+func TestPumpIdleCountsFromLastInput(t *testing.T) {
+	pr, pw := io.Pipe()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- Pump(pr, &out, 250*time.Millisecond, nil) }()
+	start := time.Now()
+	want := ""
+	for i := 0; i < 20; i++ {
+		pw.Write([]byte("."))
+		want += "."
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := out.String(); got != "" && time.Since(start) < 450*time.Millisecond {
+		t.Fatalf("flushed %q while input kept coming", got)
+	}
+	waitFor(t, &out, want)
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
 type errReader struct {
 	data []byte
 	err  error
