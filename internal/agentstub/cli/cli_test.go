@@ -3,8 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/shellctl/shellctl/internal/agentstub"
+	"github.com/shellctl/shellctl/internal/agentstub/fakestub"
 )
 
 func TestWithConnect(t *testing.T) {
@@ -49,5 +55,37 @@ func TestMainExitCodes(t *testing.T) {
 	}
 	if code, _ := run("config"); code != ExitOK {
 		t.Fatalf("group alone: %d", code)
+	}
+}
+
+// The transfer fan-out runs in-process here so that -race sees it (the
+// binary tests in cmd/dify-agent run a binary built without -race).
+func TestTransfersInProcess(t *testing.T) {
+	stub := fakestub.New("tok")
+	srv := httptest.NewServer(stub)
+	t.Cleanup(func() { stub.Close(); srv.Close() })
+	t.Chdir(t.TempDir())
+	env := map[string]string{agentstub.EnvBaseURL: srv.URL, agentstub.EnvToken: "tok"}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), args, strings.NewReader(""), &out, &errb, func(k string) string { return env[k] })
+		return code, out.String(), errb.String()
+	}
+	args := []string{"config", "files", "push"}
+	for i := range 8 {
+		name := fmt.Sprintf("f%d", i)
+		if err := os.WriteFile(name, []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, name)
+	}
+	stub.Fail("upload f3", fakestub.ModeServerError)
+	code, out, errs := run(args...)
+	if code != ExitFailed || strings.Count(out, "\n") != 7 || errs != "dify-agent: push file f3: internal_error: the fake stub was told to fail\n" {
+		t.Fatalf("push: %d %q %q", code, out, errs)
+	}
+	code, out, errs = run("config", "files", "pull", "--json")
+	if code != ExitOK || errs != "" || strings.Count(out, `"path"`) != 7 {
+		t.Fatalf("pull: %d %q %q", code, out, errs)
 	}
 }
