@@ -19,10 +19,15 @@ const rootName = "dify-agent"
 
 // Exit statuses.
 const (
-	ExitOK      = 0
-	ExitFailed  = 1
-	ExitUsage   = 2
-	confDir     = ".dify_conf"
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitUsage  = 2
+)
+
+const (
+	// confDir is where local copies live, relative to the working directory.
+	confDir = ".dify_conf"
+	// jsonFlag is the flag of the commands that can print stable JSON.
 	jsonFlag    = "json"
 	jsonFlagUse = "print JSON"
 )
