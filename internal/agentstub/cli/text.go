@@ -18,27 +18,47 @@ var (
 )
 
 func (a *app) promptPullCmd() *cobra.Command {
+	return a.pullTextCmd("prompt", promptPath, (*agentstub.Client).GetPrompt)
+}
+
+// getNote reads the note, which the backend serves in the manifest.
+func getNote(c *agentstub.Client, ctx context.Context) (string, error) {
+	m, err := c.Manifest(ctx)
+	if err != nil {
+		return "", err
+	}
+	return m.Note, nil
+}
+
+// pullTextCmd is "pull [--to PATH]" of a text item: it is written byte for
+// byte to def (or PATH) and the absolute path is printed.
+func (a *app) pullTextCmd(item, def string, get func(*agentstub.Client, context.Context) (string, error)) *cobra.Command {
 	var to string
 	c := &cobra.Command{
 		Use:   "pull [--to PATH]",
-		Short: "Write the prompt to .dify_conf/prompt.md and print its absolute path",
-		Long: `Writes the prompt byte for byte (no newline added) to .dify_conf/prompt.md
-or PATH, creating directories, and prints the file's absolute path.`,
+		Short: "Write the " + item + " to " + def + " and print its absolute path",
+		Long: "Writes the " + item + " byte for byte (no newline added) to " + def + "\n" +
+			"or PATH, creating directories, and prints the file's absolute path.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			const what = "pull prompt"
+			what := "pull " + item
 			c, err := a.client(what)
 			if err != nil {
 				return err
 			}
-			text, err := c.GetPrompt(ctxOf(cmd))
+			text, err := get(c, ctxOf(cmd))
 			if err != nil {
 				return fail(what, err)
 			}
-			return a.writeAndPrint(what, to, text)
+			abs, err := writeFile(to, []byte(text))
+			if err != nil {
+				return &failure{What: what, Code: codeWriteFailed, Message: oneLine(err.Error())}
+			}
+			_, err = fmt.Fprintln(a.stdout, abs)
+			return err
 		},
 	}
-	c.Flags().StringVar(&to, "to", promptPath, "write to `PATH`")
+	c.Flags().StringVar(&to, "to", def, "write to `PATH`")
 	return c
 }
 
@@ -62,28 +82,7 @@ snapshot or a shared draft is read-only.`,
 }
 
 func (a *app) notePullCmd() *cobra.Command {
-	var to string
-	c := &cobra.Command{
-		Use:   "pull [--to PATH]",
-		Short: "Write the note to .dify_conf/note.md and print its absolute path",
-		Long: `Writes the note byte for byte (no newline added) to .dify_conf/note.md
-or PATH, creating directories, and prints the file's absolute path.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			const what = "pull note"
-			c, err := a.client(what)
-			if err != nil {
-				return err
-			}
-			m, err := c.Manifest(ctxOf(cmd))
-			if err != nil {
-				return fail(what, err)
-			}
-			return a.writeAndPrint(what, to, m.Note)
-		},
-	}
-	c.Flags().StringVar(&to, "to", notePath, "write to `PATH`")
-	return c
+	return a.pullTextCmd("note", notePath, getNote)
 }
 
 func (a *app) notePushCmd() *cobra.Command {
@@ -130,14 +129,4 @@ func (a *app) pushText(cmd *cobra.Command, what, path string,
 		return fail(what, err)
 	}
 	return a.printReply(reply, false)
-}
-
-// writeAndPrint writes text to path byte for byte and prints the absolute path.
-func (a *app) writeAndPrint(what, path, text string) error {
-	abs, err := writeFile(path, []byte(text))
-	if err != nil {
-		return &failure{What: what, Code: codeWriteFailed, Message: oneLine(err.Error())}
-	}
-	_, err = fmt.Fprintln(a.stdout, abs)
-	return err
 }
