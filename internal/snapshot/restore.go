@@ -279,6 +279,11 @@ func (x *extractor) entry(hdr *tar.Header, tr *tar.Reader) error {
 	if x.protected(name) {
 		return nil
 	}
+	if hdr.Typeflag == tar.TypeLink {
+		if target, err := cleanName(hdr.Linkname); err == nil && x.protected(target) {
+			return nil // a name for the server's own files would escape its protection
+		}
+	}
 	if err := x.leave(name); err != nil {
 		return err
 	}
@@ -470,9 +475,6 @@ func (x *extractor) link(name, linkname string) error {
 	}
 	if target == "" {
 		return malformed("hard link %q to Home itself", name)
-	}
-	if x.protected(target) {
-		return nil
 	}
 	if target == name {
 		return nil
