@@ -53,11 +53,13 @@ func serveCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("token") || cfg.Token == "" {
 				cfg.Token = os.Getenv("SHELLCTL_AUTH_TOKEN")
-			} else {
-				// pflag's value shares memory with the argument: copy it
-				// before the argument is scrubbed.
-				cfg.Token = strings.Clone(cfg.Token)
-				scrubArgs(cfg.Token)
+			}
+			// pflag's value shares memory with the argument: copy it before
+			// the argument is scrubbed.
+			cfg.Token = strings.Clone(cfg.Token)
+			scrubArgs(cfg.Token)
+			if env := os.Getenv("SHELLCTL_AUTH_TOKEN"); env != "" && env != cfg.Token {
+				scrubArgs(strings.Clone(env))
 			}
 			cfg.Home = home
 			if cfg.StateDir == "" {
@@ -182,21 +184,50 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// scrubArgs overwrites the token in this process's argument memory, so
-// /proc/<pid>/cmdline — readable by any process of the machine, jobs
-// included — no longer shows it. Go's os.Args strings share that memory.
+// scrubArgs overwrites every copy of the token in this process's argument
+// and environment memory, so /proc/<pid>/cmdline and /proc/<pid>/environ —
+// the first readable by every process of the machine, jobs included — no
+// longer show it. The kernel serves both files from that memory (arg_start
+// to env_end in /proc/self/stat); Go's os.Args strings point into it, which
+// gives us its address.
 func scrubArgs(secret string) {
-	if secret == "" {
+	if secret == "" || len(os.Args) == 0 || len(os.Args[0]) == 0 {
 		return
 	}
-	for _, a := range os.Args {
-		i := strings.Index(a, secret)
-		if i < 0 || len(a) == 0 {
-			continue
+	raw, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return
+	}
+	// Fields after the command name, which may itself hold spaces.
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return
+	}
+	fields := strings.Fields(string(raw[i+1:]))
+	// proc(5): arg_start is field 48 and env_end field 51; fields[0] is
+	// field 3 (state).
+	if len(fields) < 49 {
+		return
+	}
+	argStart, err1 := strconv.ParseUint(fields[45], 10, 64)
+	envEnd, err2 := strconv.ParseUint(fields[48], 10, 64)
+	base := unsafe.StringData(os.Args[0])
+	if err1 != nil || err2 != nil || uint64(uintptr(unsafe.Pointer(base))) != argStart || envEnd <= argStart {
+		return // not the layout we know: leave memory alone
+	}
+	mem := unsafe.Slice(base, envEnd-argStart)
+	sec := []byte(secret)
+	for {
+		k := bytesIndex(mem, sec)
+		if k < 0 {
+			return
 		}
-		b := unsafe.Slice(unsafe.StringData(a), len(a))
-		for k := i; k < i+len(secret); k++ {
-			b[k] = 'x'
+		for j := k; j < k+len(sec); j++ {
+			mem[j] = 'x'
 		}
 	}
+}
+
+func bytesIndex(b, sub []byte) int {
+	return strings.Index(unsafe.String(unsafe.SliceData(b), len(b)), unsafe.String(unsafe.SliceData(sub), len(sub)))
 }

@@ -18,6 +18,7 @@ type job struct {
 	id   string
 	dir  string
 	mode string
+	key  string // the runner's control key
 
 	mu        sync.Mutex
 	status    string
@@ -200,7 +201,7 @@ func (s *Service) lostChannel(j *job, c *proto.Conn, cause error) {
 	default:
 	}
 	if nc, err := proto.Dial(j.dir, runner.SocketFile); err == nil {
-		if err := nc.Send(&proto.Msg{T: proto.THello}); err == nil {
+		if err := nc.Send(&proto.Msg{T: proto.THello, Key: j.key}); err == nil {
 			s.attach(j, nc)
 			return
 		}

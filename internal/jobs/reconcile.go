@@ -33,6 +33,9 @@ func (s *Service) reconcile(ctx context.Context) error {
 		}
 		j.runnerPID = row.RunnerPID
 		j.size = s.fileSize(row.ID)
+		if spec, err := runner.ReadSpec(s.cfg.StateDir, row.ID); err == nil {
+			j.key = spec.ControlKey
+		}
 		j.lastGrow = time.Now()
 		c := s.redial(j, row)
 		if c == nil {
@@ -43,7 +46,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		s.live[j.id] = j
 		s.mu.Unlock()
 		s.attach(j, c)
-		if err := c.Send(&proto.Msg{T: proto.THello}); err != nil {
+		if err := c.Send(&proto.Msg{T: proto.THello, Key: j.key}); err != nil {
 			c.Close()
 		}
 		s.log.Info("job found again", "job", j.id, "status", row.Status)

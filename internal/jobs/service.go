@@ -195,8 +195,9 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 		return fmt.Errorf("write script of job %s: %w", j.id, err)
 	}
 	home := isolation.JobHome(req.Env, s.cfg.Home)
+	j.key = NewID() + NewID()
 	spec := &runner.Spec{
-		ID: j.id, StateDir: s.cfg.StateDir, Dir: j.dir, Mode: req.Mode, Argv: argv,
+		ID: j.id, StateDir: s.cfg.StateDir, Dir: j.dir, Mode: req.Mode, Argv: argv, ControlKey: j.key,
 		Env: isolation.BuildEnv(isolation.EnvInput{
 			ServerEnv: s.cfg.ServerEnv, InheritNone: s.cfg.InheritNone, Request: req.Env,
 			Home: home, Cwd: cwd, PTY: req.Mode == "pty",

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -385,8 +386,29 @@ func (r *Runner) accept() {
 		if err != nil {
 			return
 		}
-		r.addConn(proto.NewConn(c))
+		go r.admit(proto.NewConn(c))
 	}
+}
+
+// admitTimeout bounds how long an accepted connection may take to say hello.
+const admitTimeout = 5 * time.Second
+
+// admit lets a connection through the socket file in once its first message
+// is a hello with the job's control key; anything else is closed unanswered.
+func (r *Runner) admit(c *proto.Conn) {
+	c.SetDeadline(time.Now().Add(admitTimeout))
+	m, err := c.Recv()
+	c.SetDeadline(time.Time{})
+	if err != nil || m.T != proto.THello || r.spec.ControlKey == "" ||
+		subtle.ConstantTimeCompare([]byte(m.Key), []byte(r.spec.ControlKey)) != 1 {
+		c.Close()
+		return
+	}
+	if err := c.Send(r.state()); err != nil {
+		c.Close()
+		return
+	}
+	r.addConn(c)
 }
 
 func (r *Runner) addConn(c *proto.Conn) {

@@ -31,6 +31,8 @@ type Spec struct {
 	StateDir string   `json:"state_dir"`
 	Dir      string   `json:"dir"`
 	Mode     string   `json:"mode"` // "pty" or "stdio"
+	// ControlKey authenticates connections to the control socket.
+	ControlKey string `json:"control_key"`
 	Argv     []string `json:"argv"` // what the stage executes
 	Env      []string `json:"env"`
 	Cwd      string   `json:"cwd"`

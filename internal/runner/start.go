@@ -88,7 +88,7 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		}
 	}()
 	go r.writeInput()
-	r.afterStart(send, applied)
+	r.afterStart(send, applied, nil)
 	return nil
 }
 
@@ -144,13 +144,15 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 		// descendant still holding stderr is never cut off.
 		<-errDone
 	}()
-	r.afterStart(send, applied)
+	r.afterStart(send, applied, w)
 	return nil
 }
 
 // afterStart hands the stage its configuration, then reports "running" once
 // the stage has applied isolation and executed the script (or failed).
-func (r *Runner) afterStart(send func() error, applied *os.File) {
+// stdioOut is the output log of a stdio job: a setup failure is said there
+// too, since the stage's own line went to stderr.log, which is not served.
+func (r *Runner) afterStart(send func() error, applied *os.File, stdioOut *outWriter) {
 	if err := send(); err != nil {
 		r.log.Warn("send stage config", "err", err)
 	}
@@ -160,6 +162,9 @@ func (r *Runner) afterStart(send func() error, applied *os.File) {
 		r.mu.Lock()
 		r.isolation = marshalApplied(a)
 		r.mu.Unlock()
+		if a.Error != "" && stdioOut != nil {
+			fmt.Fprintf(stdioOut, "shellctl: %s\n", a.Error)
+		}
 	}
 	r.running()
 	r.watchRuntime()

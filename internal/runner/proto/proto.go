@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Message types.
@@ -52,6 +53,12 @@ type Msg struct {
 	Grace float64 `json:"grace,omitempty"` // seconds
 	Cols  int     `json:"cols,omitempty"`
 	Rows  int     `json:"rows,omitempty"`
+
+	// hello: the job's control key. A connection through the socket file
+	// must prove it may steer the runner: the key is in the job's spec,
+	// which only the server can read (the job's Landlock domain denies the
+	// state dir). The inherited socketpair needs no key.
+	Key string `json:"key,omitempty"`
 
 	// ack
 	Err string `json:"err,omitempty"`
@@ -109,6 +116,9 @@ func (c *Conn) Recv() (*Msg, error) {
 	}
 	return m, nil
 }
+
+// SetDeadline sets the socket's read and write deadline.
+func (c *Conn) SetDeadline(t time.Time) error { return c.c.SetDeadline(t) }
 
 // Close closes the socket.
 func (c *Conn) Close() error { return c.c.Close() }
