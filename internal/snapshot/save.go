@@ -19,6 +19,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -263,7 +264,7 @@ func (s *saver) dir(parent *os.Root, name, full string) error {
 		Typeflag: tar.TypeDir,
 		Name:     full + "/",
 		Mode:     tarMode(fi.Mode()),
-		ModTime:  fi.ModTime(),
+		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
 	}
 	if err := s.header(hdr); err != nil {
 		return err
@@ -294,7 +295,7 @@ func (s *saver) symlink(dir *os.Root, name, full string) error {
 		Name:     full,
 		Linkname: target,
 		Mode:     0o777,
-		ModTime:  fi.ModTime(),
+		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
 	})
 }
 
@@ -320,7 +321,7 @@ func (s *saver) file(dir *os.Root, name, full string) error {
 		Typeflag: tar.TypeReg,
 		Name:     full,
 		Mode:     tarMode(fi.Mode()),
-		ModTime:  fi.ModTime(),
+		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
 		Size:     fi.Size(),
 	}
 	if id, nlink, ok := identity(fi); ok && nlink > 1 {
