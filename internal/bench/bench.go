@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Sizes are the counts and sizes of one run.
+type Sizes struct {
+	Runs     int   // run→done samples per mode (and under load)
+	Parallel int   // runs of the parallel figure
+	Exits    int   // exit-seen samples
+	Lists    int   // list samples
+	Reps     int   // repetitions of each throughput and snapshot figure
+	StdioMiB int64 // stdio throughput volume
+	PTYMiB   int64 // pty throughput volume
+	LogMiB   int64 // page-read log size
+	Pages    int   // page-read windows at random offsets
+	HomeMB   int64 // snapshot Home size
+}
+
+// FullSizes are the counts of performance.md.
+var FullSizes = Sizes{Runs: 200, Parallel: 400, Exits: 40, Lists: 200, Reps: 3,
+	StdioMiB: 256, PTYMiB: 64, LogMiB: 256, Pages: 200, HomeMB: 150}
+
+// QuickSizes finish in under a minute.
+var QuickSizes = Sizes{Runs: 40, Parallel: 160, Exits: 10, Lists: 40, Reps: 3,
+	StdioMiB: 32, PTYMiB: 16, LogMiB: 32, Pages: 40, HomeMB: 30}
+
+// group is a set of figures measured together.
+type group struct {
+	name string
+	desc string
+	run  func(context.Context, *Env, Sizes) []*Row
+}
+
+// groups in the order they run: the idle RSS first, on a fresh server;
+// the snapshot last, since it fills the Home.
+var groups = []group{
+	{"idle", "server RSS idle", benchIdleRSS},
+	{"run", "run→done, pty and stdio", benchRun},
+	{"parallel", "8 clients of pty runs", benchParallel},
+	{"exit", "exit seen", benchExit},
+	{"load", "run→done under load", benchLoad},
+	{"list", "list 200 finished jobs", benchList},
+	{"stdio", "stdio throughput", benchStdioThroughput},
+	{"pty", "pty throughput", benchPTYThroughput},
+	{"page", "page read", benchPageRead},
+	{"memory", "memory per running job", benchJobMemory},
+	{"snapshot", "snapshot save and restore", benchSnapshot},
+}
+
+// GroupNames lists the names --only accepts, with what they measure.
+func GroupNames() string {
+	var b strings.Builder
+	for _, g := range groups {
+		fmt.Fprintf(&b, "  %-9s %s\n", g.name, g.desc)
+	}
+	return b.String()
+}
+
+// Config of one bench run.
+type Config struct {
+	Bin   string   // directory of the shellctl binaries
+	Quick bool     // QuickSizes instead of FullSizes
+	Only  []string // group names; empty = all
+	Out   io.Writer
+	Log   io.Writer // progress lines
+}
+
+// Run measures the selected figures and prints the table and the summary.
+// It returns the rows; an error only when nothing could be measured.
+func Run(ctx context.Context, c Config) ([]*Row, error) {
+	for _, n := range c.Only {
+		if !slices.ContainsFunc(groups, func(g group) bool { return g.name == n }) {
+			return nil, fmt.Errorf("unknown figure group %q; known:\n%s", n, GroupNames())
+		}
+	}
+	sizes := FullSizes
+	if c.Quick {
+		sizes = QuickSizes
+	}
+	cpu, cores := CPUModel(), runtime.NumCPU()
+	mode := "full"
+	if c.Quick {
+		mode = "quick"
+	}
+	fmt.Fprintf(c.Out, "shellctl bench (%s) on %s, %d cores, %s/%s, %s\n", mode, cpu, cores, runtime.GOOS, runtime.GOARCH, loadAvg())
+
+	e, err := StartEnv(ctx, c.Bin)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	fmt.Fprintf(c.Out, "server %s (pid %d), state dir and Home under %s\n\n", e.URL, e.PID, e.Dir)
+
+	var rows []*Row
+	for _, g := range groups {
+		if len(c.Only) > 0 && !slices.Contains(c.Only, g.name) &&
+			!(g.name == "idle" && slices.Contains(c.Only, "memory")) { // memory includes the idle RSS
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if !e.Alive() {
+			return rows, fmt.Errorf("the server exited:\n%s", e.StderrTail())
+		}
+		start := time.Now()
+		fmt.Fprintf(c.Log, "bench: %s…", g.desc)
+		got := g.run(ctx, e, sizes)
+		fmt.Fprintf(c.Log, " %.1f s\n", time.Since(start).Seconds())
+		if !e.Alive() {
+			for _, r := range got {
+				r.Notes = append(r.Notes, "the server exited during this figure:\n"+e.StderrTail())
+			}
+		}
+		rows = append(rows, got...)
+	}
+	fmt.Fprintln(c.Out)
+	WriteTable(c.Out, rows)
+	fmt.Fprintln(c.Out)
+	fmt.Fprintln(c.Out, Summary(rows, c.Quick, cpu, cores))
+	return rows, nil
+}
+
+func loadAvg() string {
+	raw, err := readFileString("/proc/loadavg")
+	if err != nil {
+		return "load average unknown"
+	}
+	f := strings.Fields(raw)
+	if len(f) < 3 {
+		return "load average unknown"
+	}
+	return "load average " + strings.Join(f[:3], " ")
+}

@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const echoHi = "echo hi"
+
+// runDone measures n runs of echo hi to done in mode, interleaved one to
+// one with its floor (a bare PTY for pty, plain exec for stdio).
+func runDone(ctx context.Context, e *Env, mode string, n int) ([]float64, []float64, error) {
+	floor := func() (time.Duration, error) {
+		if mode == "pty" {
+			d, _, err := PTYFloor(echoHi)
+			return d, err
+		}
+		return ExecFloor(echoHi)
+	}
+	var rt, fl []float64
+	for i := -5; i < n; i++ { // 5 warm-up rounds
+		d, _, err := e.RunToDone(ctx, mode, echoHi, 30)
+		if err != nil {
+			return nil, nil, err
+		}
+		f, err := floor()
+		if err != nil {
+			return rt, nil, fmt.Errorf("floor: %w", err)
+		}
+		if i >= 0 {
+			rt = append(rt, ms(d))
+			fl = append(fl, ms(f))
+		}
+	}
+	return rt, fl, nil
+}
+
+func benchRun(ctx context.Context, e *Env, s Sizes) []*Row {
+	var rows []*Row
+	for _, m := range []struct{ mode, figure, floor string }{
+		{"pty", "run→done, pty", "PTY"},
+		{"stdio", "run→done, stdio", "exec"},
+	} {
+		r := &Row{Figure: m.figure, Unit: Millis, Target: Target{RatioAtMost, 2}}
+		rt, fl, err := runDone(ctx, e, m.mode, s.Runs)
+		if err != nil && rt == nil {
+			r.Err = err.Error()
+		} else if err != nil {
+			r.Runtime, r.FloorErr = Summarize(rt), err.Error()
+		} else {
+			r.Runtime, r.Floor = Summarize(rt), Summarize(fl)
+			r.Notes = append(r.Notes, fmt.Sprintf("%d runs of `%s`, floor `bash -c '%s'` in a %s, interleaved", len(rt), echoHi, echoHi, map[string]string{"pty": "bare PTY", "stdio": "plain exec"}[m.mode]))
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func benchParallel(ctx context.Context, e *Env, s Sizes) []*Row {
+	const clients = 8
+	r := &Row{Figure: "parallel, 8 clients", Unit: JobsPerSec, Target: Target{ValueAtLeast, 200}}
+	// Warm up the 8 connections.
+	parallel(clients, clients, func(int) { e.RunToDone(ctx, "pty", echoHi, 30) })
+
+	var failed atomic.Int64
+	var firstErr error
+	var once sync.Once
+	lat := make([]float64, s.Parallel)
+	start := time.Now()
+	parallel(clients, s.Parallel, func(i int) {
+		d, _, err := e.RunToDone(ctx, "pty", echoHi, 30)
+		if err != nil {
+			failed.Add(1)
+			once.Do(func() { firstErr = err })
+			return
+		}
+		lat[i] = ms(d)
+	})
+	el := time.Since(start)
+	if f := failed.Load(); f > 0 {
+		r.Err = fmt.Sprintf("%d of %d runs failed, first: %v", f, s.Parallel, firstErr)
+		return []*Row{r}
+	}
+	r.Runtime = One(float64(s.Parallel) / el.Seconds())
+
+	start = time.Now()
+	parallel(clients, s.Parallel, func(i int) {
+		if _, _, err := PTYFloor(echoHi); err != nil {
+			once.Do(func() { firstErr = err })
+			failed.Add(1)
+		}
+	})
+	if failed.Load() > 0 {
+		r.FloorErr = firstErr.Error()
+	} else {
+		r.Floor = One(float64(s.Parallel) / time.Since(start).Seconds())
+	}
+	ls := Summarize(lat)
+	r.Notes = append(r.Notes, fmt.Sprintf("%d pty runs of `%s`; per run %s; floor: the same spawns in bare PTYs from 8 goroutines",
+		s.Parallel, echoHi, FormatStats(ls, Millis)))
+	return []*Row{r}
+}
+
+func benchExit(ctx context.Context, e *Env, s Sizes) []*Row {
+	const script = "sleep 0.2"
+	r := &Row{Figure: "exit seen, pty", Unit: Millis, Target: Target{DiffAtMost, 2}}
+	var rt, fl []float64
+	for i := 0; i < s.Exits; i++ {
+		d, _, err := e.RunToDone(ctx, "pty", script, 5)
+		if err != nil {
+			r.Err = err.Error()
+			return []*Row{r}
+		}
+		f, _, err := PTYFloor(script)
+		if err != nil {
+			r.FloorErr = err.Error()
+			r.Runtime = Summarize(append(rt, ms(d)))
+			return []*Row{r}
+		}
+		rt, fl = append(rt, ms(d)), append(fl, ms(f))
+	}
+	r.Runtime, r.Floor = Summarize(rt), Summarize(fl)
+	r.Notes = append(r.Notes, fmt.Sprintf("%d runs of `%s` (timeout 5) vs `bash -c '%s'` in a bare PTY, interleaved; ratio column = p50 difference", s.Exits, script, script))
+	return []*Row{r}
+}
+
+func benchLoad(ctx context.Context, e *Env, s Sizes) []*Row {
+	const idle = 32
+	r := &Row{Figure: "under load, 32 running", Unit: Millis, Target: Target{RatioAtMost, 1.10}}
+	unloaded, _, err := runDone(ctx, e, "pty", s.Runs)
+	if err != nil && unloaded == nil {
+		r.Err = "unloaded: " + err.Error()
+		return []*Row{r}
+	}
+	ids, err := e.StartIdleN(ctx, idle, "pty", "sleep 600")
+	defer e.Terminate(context.Background(), ids)
+	if err != nil {
+		r.Err = fmt.Sprintf("start %d sleep jobs: %v", idle, err)
+		return []*Row{r}
+	}
+	var loaded []float64
+	for i := -5; i < s.Runs; i++ {
+		d, _, err := e.RunToDone(ctx, "pty", echoHi, 30)
+		if err != nil {
+			r.Err = err.Error()
+			return []*Row{r}
+		}
+		if i >= 0 {
+			loaded = append(loaded, ms(d))
+		}
+	}
+	r.Runtime, r.Floor = Summarize(loaded), Summarize(unloaded)
+	r.Notes = append(r.Notes, fmt.Sprintf("pty run→done of `%s` with %d `sleep 600` pty jobs running; floor = the same without them, measured just before", echoHi, idle))
+	return []*Row{r}
+}
+
+func benchList(ctx context.Context, e *Env, s Sizes) []*Row {
+	const want = 200
+	r := &Row{Figure: "list 200 finished", Unit: Millis, Target: Target{ValueAtMost, 5}}
+	have, err := e.Client.List(ctx, "exited", want)
+	if err != nil {
+		r.Err = err.Error()
+		return []*Row{r}
+	}
+	if missing := want - len(have); missing > 0 {
+		var failed atomic.Int64
+		parallel(4, missing, func(int) {
+			if _, _, err := e.RunToDone(ctx, "stdio", "true", 30); err != nil {
+				failed.Add(1)
+			}
+		})
+		if failed.Load() > 0 {
+			r.Err = fmt.Sprintf("%d of %d jobs to list failed", failed.Load(), missing)
+			return []*Row{r}
+		}
+	}
+	all, err := e.Client.List(ctx, "", want)
+	if err != nil || len(all) != want {
+		r.Err = fmt.Sprintf("list answered %d jobs (%v), want %d", len(all), err, want)
+		return []*Row{r}
+	}
+	get := func(path string) (time.Duration, error) {
+		start := time.Now()
+		status, _, err := e.Client.Do(ctx, http.MethodGet, path, nil)
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("GET %s: %d", path, status)
+		}
+		return time.Since(start), err
+	}
+	var rt, fl []float64
+	for i := -5; i < s.Lists; i++ {
+		d, err := get("/v1/jobs?limit=200")
+		if err != nil {
+			r.Err = err.Error()
+			return []*Row{r}
+		}
+		f, err := get("/healthz")
+		if err != nil {
+			r.Err = err.Error()
+			return []*Row{r}
+		}
+		if i >= 0 {
+			rt, fl = append(rt, ms(d)), append(fl, ms(f))
+		}
+	}
+	r.Runtime, r.Floor = Summarize(rt), Summarize(fl)
+	total := "?"
+	if n, err := countJobs(e.State); err == nil {
+		total = fmt.Sprint(n)
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%d × GET /v1/jobs?limit=200 (%s jobs in the state dir); floor (informative) = GET /healthz on the same connection", s.Lists, total))
+	return []*Row{r}
+}

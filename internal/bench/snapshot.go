@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/snapshot"
+)
+
+// treeBytes sums the sizes of the regular files below dir.
+func treeBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
+}
+
+// emptyDir removes everything inside dir, keeping dir.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, de.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotFloorTools says why the snapshot floors cannot run, or "".
+func snapshotFloorTools() string {
+	var missing []string
+	for _, t := range []string{"tar", "zstd", "bash"} {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return strings.Join(missing, ", ") + " not installed"
+}
+
+// save posts a snapshot save and copies the archive to w; it fails unless
+// the trailer confirms the archive.
+func (e *Env) save(ctx context.Context, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/v1/snapshot/save", strings.NewReader(`{"excludes":[]}`))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.HTTP.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return 0, fmt.Errorf("save: %d %s", resp.StatusCode, b)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("save: stream cut after %d bytes: %w", n, err)
+	}
+	if s := resp.Trailer.Get(snapshot.TrailerStatus); s != "ok" {
+		return n, fmt.Errorf("save: trailer %s is %q, not ok", snapshot.TrailerStatus, s)
+	}
+	return n, nil
+}
+
+// restore posts the archive at path to the restore route.
+func (e *Env) restore(ctx context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/v1/snapshot/restore", f)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = fi.Size()
+	req.Header.Set("Authorization", "Bearer "+e.Token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := e.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("restore: %d %s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+func shell(dir, script string) (time.Duration, error) {
+	cmd := exec.Command("bash", "-c", "set -o pipefail; "+script)
+	cmd.Dir = dir
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("`%s`: %v: %s", script, err, strings.TrimSpace(string(out)))
+	}
+	return d, nil
+}
+
+func benchSnapshot(ctx context.Context, e *Env, s Sizes) []*Row {
+	save := &Row{Figure: fmt.Sprintf("snapshot save, %d MB Home", s.HomeMB), Unit: MBps, Target: Target{RatioAtLeast, 1}}
+	rest := &Row{Figure: fmt.Sprintf("snapshot restore, %d MB Home", s.HomeMB), Unit: MBps, Target: Target{RatioAtLeast, 1}}
+	fail := func(err error) []*Row {
+		save.Err, rest.Err = err.Error(), err.Error()
+		return []*Row{save, rest}
+	}
+	if err := snapshot.MakeBenchHome(e.Home, s.HomeMB*1000*1000); err != nil {
+		return fail(fmt.Errorf("make the Home: %w", err))
+	}
+	total, err := treeBytes(e.Home)
+	if err != nil {
+		return fail(err)
+	}
+	missing := snapshotFloorTools()
+	if missing != "" {
+		save.FloorErr, rest.FloorErr = missing, missing
+	}
+
+	// One untimed save into a file: the archive of the restores, and a
+	// warm page cache for every timed pass.
+	archive := filepath.Join(e.Tmp, "home.tar.zst")
+	f, err := os.Create(archive)
+	if err != nil {
+		return fail(err)
+	}
+	asize, err := e.save(ctx, f)
+	f.Close()
+	if err != nil {
+		return fail(err)
+	}
+	defer os.Remove(archive)
+
+	var rt, fl []float64
+	for i := 0; i < s.Reps; i++ {
+		start := time.Now()
+		if _, err := e.save(ctx, io.Discard); err != nil {
+			return fail(err)
+		}
+		rt = append(rt, mbps(total, time.Since(start)))
+		if missing == "" {
+			d, err := shell(e.Home, "tar -cf - . | zstd -1 -T1 > /dev/null")
+			if err != nil {
+				save.FloorErr = err.Error()
+			} else {
+				fl = append(fl, mbps(total, d))
+			}
+		}
+	}
+	save.Runtime, save.Floor = Summarize(rt), Summarize(fl)
+	save.Notes = append(save.Notes, fmt.Sprintf("%d × POST /v1/snapshot/save of %.0f MB of files (archive %.0f MB) vs `tar -cf - . | zstd -1 -T1 > /dev/null`; rates on the file bytes",
+		s.Reps, float64(total)/1e6, float64(asize)/1e6))
+
+	rt, fl = nil, nil
+	floorDir := filepath.Join(e.Tmp, "restore")
+	for i := 0; i < s.Reps; i++ {
+		if err := emptyDir(e.Home); err != nil {
+			rest.Err = err.Error()
+			return []*Row{save, rest}
+		}
+		syncFS()
+		start := time.Now()
+		if err := e.restore(ctx, archive); err != nil {
+			rest.Err = err.Error()
+			return []*Row{save, rest}
+		}
+		rt = append(rt, mbps(total, time.Since(start)))
+		if missing == "" {
+			os.RemoveAll(floorDir)
+			os.MkdirAll(floorDir, 0o700)
+			syncFS()
+			d, err := shell(floorDir, "zstd -d -c < '"+archive+"' | tar -xf -")
+			if err != nil {
+				rest.FloorErr = err.Error()
+			} else {
+				fl = append(fl, mbps(total, d))
+			}
+		}
+	}
+	os.RemoveAll(floorDir)
+	rest.Runtime, rest.Floor = Summarize(rt), Summarize(fl)
+	rest.Notes = append(rest.Notes, fmt.Sprintf("%d × POST /v1/snapshot/restore of that archive into an empty Home vs `zstd -d | tar -x` into an empty directory", s.Reps))
+	return []*Row{save, rest}
+}
+
+// syncFS writes dirty pages back, so a pass does not pay for the previous
+// one's writes.
+func syncFS() { syscall.Sync() }

@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+// line99 is 99 printable characters; with its newline a 100-byte line.
+var line99 = strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz", 3)[:99]
+
+func mbps(bytes int64, d time.Duration) float64 { return float64(bytes) / 1e6 / d.Seconds() }
+
+func countJobs(state string) (int, error) {
+	ents, err := os.ReadDir(filepath.Join(state, "jobs"))
+	return len(ents), err
+}
+
+func benchStdioThroughput(ctx context.Context, e *Env, s Sizes) []*Row {
+	n := s.StdioMiB << 20
+	script := fmt.Sprintf("head -c %dM /dev/zero", s.StdioMiB)
+	r := &Row{Figure: fmt.Sprintf("stdio throughput, %d MiB", s.StdioMiB), Unit: MBps, Target: Target{RatioAtLeast, 0.8}}
+	file := filepath.Join(e.Tmp, "zero.out")
+	var rt, fl []float64
+	for i := 0; i < s.Reps; i++ {
+		d, id, err := e.RunUntilDone(ctx, "stdio", script)
+		if id != "" {
+			e.Client.Delete(ctx, id, true, 1)
+		}
+		if err != nil {
+			r.Err = err.Error()
+			return []*Row{r}
+		}
+		rt = append(rt, mbps(n, d))
+		f, err := ExecFloor(script + " > " + file)
+		os.Remove(file)
+		if err != nil {
+			r.FloorErr = err.Error()
+		} else {
+			fl = append(fl, mbps(n, f))
+		}
+	}
+	r.Runtime, r.Floor = Summarize(rt), Summarize(fl)
+	r.Notes = append(r.Notes, fmt.Sprintf("%d × stdio job `%s` to done (status polled every ~0.5 %% of the elapsed time) vs `bash -c '%s > file'`", s.Reps, script, script))
+	return []*Row{r}
+}
+
+func benchPTYThroughput(ctx context.Context, e *Env, s Sizes) []*Row {
+	n := s.PTYMiB << 20
+	script := fmt.Sprintf("yes '%s' | head -c %dM", line99, s.PTYMiB)
+	r := &Row{Figure: fmt.Sprintf("pty throughput, %d MiB", s.PTYMiB), Unit: MBps, Target: Target{RatioAtLeast, 0.7}}
+	var rt, fl []float64
+	var logSize int64
+	for i := 0; i < s.Reps; i++ {
+		d, id, err := e.RunUntilDone(ctx, "pty", script)
+		if id != "" {
+			if st, err := e.Client.Status(ctx, id); err == nil {
+				logSize = st.Offset
+			}
+			e.Client.Delete(ctx, id, true, 1)
+		}
+		if err != nil {
+			r.Err = err.Error()
+			return []*Row{r}
+		}
+		rt = append(rt, mbps(n, d))
+		f, _, err := PTYFloor(script)
+		if err != nil {
+			r.FloorErr = err.Error()
+		} else {
+			fl = append(fl, mbps(n, f))
+		}
+	}
+	r.Runtime, r.Floor = Summarize(rt), Summarize(fl)
+	r.Notes = append(r.Notes, fmt.Sprintf("%d × pty job of 100-byte lines (`yes … | head -c %dM`, %d bytes in output.log) to done vs the same read to EOF from a bare PTY; rates on %d MiB", s.Reps, s.PTYMiB, logSize, s.PTYMiB))
+	return []*Row{r}
+}
+
+// rangeServer serves byte ranges of one file over loopback: GET
+// /?off=N&len=M answers those bytes as they are. It is the floor of the
+// page read.
+type rangeServer struct {
+	f   *os.File
+	ln  net.Listener
+	url string
+}
+
+func startRangeServer(path string) (*rangeServer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	rs := &rangeServer{f: f, ln: ln, url: "http://" + ln.Addr().String()}
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.ParseInt(r.URL.Query().Get("off"), 10, 64)
+		n, _ := strconv.Atoi(r.URL.Query().Get("len"))
+		buf := make([]byte, n)
+		k, err := f.ReadAt(buf, off)
+		if err != nil && err != io.EOF {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(k))
+		w.Write(buf[:k])
+	}))
+	return rs, nil
+}
+
+func (rs *rangeServer) Close() { rs.ln.Close(); rs.f.Close() }
+
+func benchPageRead(ctx context.Context, e *Env, s Sizes) []*Row {
+	const window = 524288
+	size := s.LogMiB << 20
+	main := &Row{Figure: fmt.Sprintf("page read, %d MiB log", s.LogMiB), Unit: Millis, Target: Target{RatioAtMost, 2}}
+	ends := &Row{Figure: "page read, end vs start", Unit: Millis, Target: Target{RatioAtMost, 1.25}}
+	fail := func(err error) []*Row {
+		main.Err, ends.Err = err.Error(), err.Error()
+		return []*Row{main, ends}
+	}
+	// A text log (base64 lines of 99 characters), so the windows are what
+	// agents read, not JSON escapes of NUL bytes.
+	script := fmt.Sprintf("base64 -w 99 /dev/urandom | head -c %dM", s.LogMiB)
+	_, id, err := e.RunUntilDone(ctx, "stdio", script)
+	if err != nil {
+		return fail(fmt.Errorf("make the log: %w", err))
+	}
+	defer e.Client.Delete(context.Background(), id, true, 1)
+	st, err := e.Client.Status(ctx, id)
+	if err != nil {
+		return fail(err)
+	}
+	if st.Offset != size {
+		return fail(fmt.Errorf("log of job %s is %d bytes, want %d", id, st.Offset, size))
+	}
+	logPath := filepath.Join(e.State, "jobs", id, "output.log")
+	rs, err := startRangeServer(logPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer rs.Close()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
+	defer hc.CloseIdleConnections()
+
+	runtimeRead := func(off int64) (time.Duration, error) {
+		zero := 0.0
+		body, err := json.Marshal(client.WaitRequest{Offset: off, Timeout: &zero, OutputLimit: window})
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		status, raw, err := e.Client.Do(ctx, http.MethodPost, "/v1/jobs/"+id+"/wait", body)
+		d := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if status != http.StatusOK {
+			return 0, fmt.Errorf("wait at %d: %d %s", off, status, raw)
+		}
+		var res client.JobResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return 0, err
+		}
+		if got := res.Offset - off; got != window && res.Offset != size {
+			return 0, fmt.Errorf("wait at %d answered %d bytes, want %d", off, got, window)
+		}
+		return d, nil
+	}
+	floorRead := func(off int64) (time.Duration, error) {
+		start := time.Now()
+		resp, err := hc.Get(fmt.Sprintf("%s/?off=%d&len=%d", rs.url, off, window))
+		if err != nil {
+			return 0, err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if n != window {
+			return 0, fmt.Errorf("range server answered %d bytes", n)
+		}
+		return d, nil
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	last := size - window
+	var rt, fl, atStart, atEnd []float64
+	region := min(int64(8<<20), last)
+	for i := -5; i < s.Pages; i++ {
+		off := rng.Int64N(last + 1)
+		d, err := runtimeRead(off)
+		if err != nil {
+			return fail(err)
+		}
+		f, err := floorRead(off)
+		if err != nil {
+			main.FloorErr = err.Error()
+		}
+		if i >= 0 {
+			rt = append(rt, ms(d))
+			if err == nil {
+				fl = append(fl, ms(f))
+			}
+		}
+	}
+	for i := 0; i < s.Pages/2; i++ {
+		a, err := runtimeRead(rng.Int64N(region))
+		if err != nil {
+			return fail(err)
+		}
+		b, err := runtimeRead(last - rng.Int64N(region))
+		if err != nil {
+			return fail(err)
+		}
+		atStart, atEnd = append(atStart, ms(a)), append(atEnd, ms(b))
+	}
+	main.Runtime, main.Floor = Summarize(rt), Summarize(fl)
+	ends.Runtime, ends.Floor = Summarize(atEnd), Summarize(atStart)
+	main.Notes = append(main.Notes, fmt.Sprintf("%d wait calls (output_limit %d, timeout 0) at random offsets of a finished stdio job's log; floor = the same bytes from a plain HTTP range server over loopback", s.Pages, window))
+	ends.Notes = append(ends.Notes, fmt.Sprintf("%d windows in the last 8 MiB (runtime column) vs %d in the first 8 MiB (floor column), interleaved; target: the same at the end as at the start (within 25 %%)", len(atEnd), len(atStart)))
+	return []*Row{main, ends}
+}
