@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -10,8 +13,8 @@ import (
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // runtimeProcs returns the processes of the runtime below the server (the
-// runners and any helper of ours: executables named shellctl*), not the
-// jobs' own processes.
+// runners, a pool of idle runners if the server keeps one, and any helper
+// of ours: executables named shellctl*), not the jobs' own processes.
 func runtimeProcs(server int) []int {
 	var out []int
 	for _, pid := range Descendants(server) {
@@ -22,19 +25,102 @@ func runtimeProcs(server int) []int {
 	return out
 }
 
+// procKind names a runtime process: its executable, plus its first
+// argument when that is an internal mode such as __stage or --pool.
+func procKind(pid int) string {
+	k := ExeBase(pid)
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err == nil {
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(args) > 1 && strings.HasPrefix(args[1], "__") {
+			k += " " + args[1]
+		} else if slicesContains(args, "--pool") {
+			k += " --pool"
+		}
+	}
+	return k
+}
+
+func slicesContains(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// memSnap is the memory of the server and of its runtime processes.
+type memSnap struct {
+	serverRSS, serverPSS int64
+	procRSS, procPSS     int64
+	procs                int
+	kinds                map[string]int
+	perRSS               []float64
+}
+
+func (m memSnap) kindList() string {
+	var kl []string
+	for k, c := range m.kinds {
+		kl = append(kl, fmt.Sprintf("%s ×%d", k, c))
+	}
+	sort.Strings(kl)
+	if len(kl) == 0 {
+		return "none"
+	}
+	return strings.Join(kl, ", ")
+}
+
+// settledMem waits until the number of runtime processes stays the same
+// for 300 ms (at most 5 s), then reads the memory.
+func settledMem(server int) (memSnap, error) {
+	last, same := -1, 0
+	for i := 0; i < 50 && same < 3; i++ {
+		n := len(runtimeProcs(server))
+		if n == last {
+			same++
+		} else {
+			last, same = n, 0
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	m := memSnap{kinds: map[string]int{}}
+	var err error
+	if m.serverRSS, err = RSS(server); err != nil {
+		return m, err
+	}
+	if m.serverPSS, err = PSS(server); err != nil {
+		return m, err
+	}
+	for _, p := range runtimeProcs(server) {
+		a, err1 := RSS(p)
+		b, err2 := PSS(p)
+		if err1 != nil || err2 != nil {
+			continue // ended in between
+		}
+		m.procRSS += a
+		m.procPSS += b
+		m.procs++
+		m.kinds[procKind(p)]++
+		m.perRSS = append(m.perRSS, mib(a))
+	}
+	return m, nil
+}
+
 // benchIdleRSS reads the server's RSS; it runs first, on a fresh server.
 func benchIdleRSS(ctx context.Context, e *Env, s Sizes) []*Row {
 	r := &Row{Figure: "server RSS idle", Unit: MiB, Target: Target{ValueAtMost, 20}}
-	time.Sleep(200 * time.Millisecond)
-	rss, err := RSS(e.PID)
+	m, err := settledMem(e.PID)
 	if err != nil {
 		r.Err = err.Error()
 		return []*Row{r}
 	}
-	r.Runtime = One(mib(rss))
-	if pss, err := PSS(e.PID); err == nil {
-		r.Notes = append(r.Notes, fmt.Sprintf("fresh server, before any job; PSS %.1f MiB", mib(pss)))
+	r.Runtime = One(mib(m.serverRSS))
+	note := fmt.Sprintf("fresh server, before any job: PSS %.1f MiB", mib(m.serverPSS))
+	if m.procs > 0 {
+		note += fmt.Sprintf("; idle runtime processes %s: RSS %.1f MiB, PSS %.1f MiB in all", m.kindList(), mib(m.procRSS), mib(m.procPSS))
 	}
+	r.Notes = append(r.Notes, note)
 	return []*Row{r}
 }
 
@@ -58,49 +144,32 @@ func benchJobMemory(ctx context.Context, e *Env, s Sizes) []*Row {
 	if err != nil {
 		return fail(err)
 	}
-	for i := 0; i < 50 && len(runtimeProcs(e.PID)) > 0; i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
-	rss0, err := RSS(e.PID)
+	before, err := settledMem(e.PID)
 	if err != nil {
 		return fail(err)
 	}
-	pss0, err := PSS(e.PID)
-	if err != nil {
-		return fail(err)
-	}
-
 	ids, err := e.StartIdleN(ctx, n, "pty", "sleep 600")
 	defer e.Terminate(context.Background(), ids)
 	if err != nil {
 		return fail(fmt.Errorf("start %d sleep jobs: %w", n, err))
 	}
-	time.Sleep(300 * time.Millisecond) // let the runners settle
-	rss1, err1 := RSS(e.PID)
-	pss1, err2 := PSS(e.PID)
-	if err1 != nil || err2 != nil {
-		return fail(fmt.Errorf("server memory: %v %v", err1, err2))
+	after, err := settledMem(e.PID)
+	if err != nil {
+		return fail(err)
 	}
-	procs := runtimeProcs(e.PID)
-	if len(procs) == 0 {
+	if after.procs == 0 {
 		return fail(fmt.Errorf("no runtime process found below the server (pid %d)", e.PID))
 	}
-	var rRSS, rPSS int64
-	var perRSS []float64
-	for _, p := range procs {
-		a, err1 := RSS(p)
-		b, err2 := PSS(p)
-		if err1 != nil || err2 != nil {
-			return fail(fmt.Errorf("runner %d memory: %v %v", p, err1, err2))
-		}
-		rRSS += a
-		rPSS += b
-		perRSS = append(perRSS, mib(a))
-	}
-	rssRow.Runtime = One(mib(rRSS+rss1-rss0) / n)
-	pssRow.Runtime = One(mib(rPSS+pss1-pss0) / n)
-	rssRow.Notes = append(rssRow.Notes, fmt.Sprintf("%d `sleep 600` pty jobs: %d runtime processes (%s each), server %+.1f MiB (%.1f → %.1f)",
-		n, len(procs), FormatStats(Summarize(perRSS), MiB), mib(rss1-rss0), mib(rss0), mib(rss1)))
-	pssRow.Notes = append(pssRow.Notes, fmt.Sprintf("runtime processes %.1f MiB PSS in all, server %+.1f MiB PSS", mib(rPSS), mib(pss1-pss0)))
+	// Added memory: the runtime processes' growth (an idle pool, if any, is
+	// in both readings) plus the server's growth; a shrink of the server
+	// (its GC returning pages) does not make the jobs cheaper.
+	dRSS := after.procRSS - before.procRSS + max(0, after.serverRSS-before.serverRSS)
+	dPSS := after.procPSS - before.procPSS + max(0, after.serverPSS-before.serverPSS)
+	rssRow.Runtime = One(mib(dRSS) / n)
+	pssRow.Runtime = One(mib(dPSS) / n)
+	rssRow.Notes = append(rssRow.Notes, fmt.Sprintf("%d `sleep 600` pty jobs; runtime processes before: %s (RSS %.1f MiB); with the jobs: %s (RSS %.1f MiB, %s each); server RSS %.1f → %.1f MiB",
+		n, before.kindList(), mib(before.procRSS), after.kindList(), mib(after.procRSS), FormatStats(Summarize(after.perRSS), MiB), mib(before.serverRSS), mib(after.serverRSS)))
+	pssRow.Notes = append(pssRow.Notes, fmt.Sprintf("runtime processes PSS %.1f → %.1f MiB, server PSS %.1f → %.1f MiB",
+		mib(before.procPSS), mib(after.procPSS), mib(before.serverPSS), mib(after.serverPSS)))
 	return []*Row{rssRow, pssRow}
 }
