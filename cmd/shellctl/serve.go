@@ -25,6 +25,10 @@ const (
 	defaultGCRetention    = 300 * time.Second
 	defaultMaxRunning     = 256
 	defaultMaxOutputBytes = 1 << 30
+	// defaultWarmRunners: runners started ahead of need. Two keep a
+	// client that runs jobs back to back from ever waiting for a runner's
+	// start-up, at the cost of two idle processes (a few MiB, shared text).
+	defaultWarmRunners = 2
 )
 
 func defaultStateDir(home string) string {
@@ -42,6 +46,7 @@ func serveCmd() *cobra.Command {
 		GCInterval:     defaultGCInterval,
 		GCRetention:    defaultGCRetention,
 		MaxRunningJobs: defaultMaxRunning,
+		WarmRunners:    defaultWarmRunners,
 		MaxOutputBytes: defaultMaxOutputBytes,
 		InheritEnv:     "all",
 	}
@@ -114,6 +119,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.InheritEnv, "inherit-env", cfg.InheritEnv, "all: jobs inherit the server's filtered environment; none: only PATH, LANG, USER, LOGNAME, SHELL")
 	f.StringVar(&cfg.WorkspaceRoot, "workspace-root", "", "refuse a cwd outside this directory (403)")
 	f.StringVar(&cfg.RunnerPath, "runner", "", "path of shellctl-runner (default: beside this binary)")
+	f.IntVar(&cfg.WarmRunners, "warm-runners", cfg.WarmRunners, "runners kept started and waiting for the next jobs (0 = start one per job)")
 	f.BoolVar(&cfg.DisableCgroup, "no-cgroup", false, "track job processes without a cgroup (as child subreaper only)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request and job transition")
 	return c

@@ -16,7 +16,7 @@ const StageArg = "__stage"
 
 // File descriptors of the stage. exec.Cmd.ExtraFiles[i] becomes fd 3+i.
 const (
-	stageConfigFD = 3 // read end of the config pipe
+	stageConfigFD = 3 // the stage's end of the config socket
 	stageStatusFD = 4 // write end of the status pipe (one Applied line)
 )
 
@@ -128,9 +128,9 @@ func StageCommand(runnerPath string, cfg StageConfig) (cmd *exec.Cmd, send func(
 	if len(data) > maxConfigBytes {
 		return nil, nil, nil, fmt.Errorf("stage config is %d bytes, more than %d", len(data), maxConfigBytes)
 	}
-	cfgR, cfgW, err := os.Pipe()
+	cfgR, cfgW, err := configChannel()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("config pipe: %w", err)
+		return nil, nil, nil, fmt.Errorf("config channel: %w", err)
 	}
 	stR, stW, err := os.Pipe()
 	if err != nil {

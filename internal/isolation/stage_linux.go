@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -46,8 +45,11 @@ func StageMain() {
 		os.Exit(code)
 	}
 
-	cfg, err := readStageConfig()
+	cfg, fds, err := readStageMessage()
 	if err != nil {
+		fail(ExitSetupFailed, "%v", err)
+	}
+	if err := installStdio(fds, cfg.TTY != ""); err != nil {
 		fail(ExitSetupFailed, "%v", err)
 	}
 	if cfg.ForceFail != "" {
@@ -92,23 +94,6 @@ func StageMain() {
 	}
 	fmt.Fprintf(os.Stderr, "shellctl: exec %s: %v\n", prog, err)
 	os.Exit(code)
-}
-
-func readStageConfig() (StageConfig, error) {
-	var cfg StageConfig
-	f := os.NewFile(stageConfigFD, "shellctl-stage-config")
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
-	f.Close()
-	if err != nil {
-		return cfg, fmt.Errorf("read stage config from fd %d: %w", stageConfigFD, err)
-	}
-	if len(data) > maxConfigBytes {
-		return cfg, fmt.Errorf("stage config larger than %d bytes", maxConfigBytes)
-	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return cfg, fmt.Errorf("decode stage config: %w", err)
-	}
-	return cfg, nil
 }
 
 // writeApplied sends the one status line and closes the pipe, so the runner

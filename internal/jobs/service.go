@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,10 @@ type Config struct {
 	PidsMax        int64
 	DisableCgroup  bool
 
+	// WarmRunners is how many runners wait, started, for the next jobs
+	// (0: every job starts its runner itself).
+	WarmRunners int
+
 	GCInterval  time.Duration
 	GCRetention time.Duration
 
@@ -63,7 +68,8 @@ type Service struct {
 	log *slog.Logger
 
 	mu   sync.Mutex
-	live map[string]*job // jobs whose end is not yet recorded
+	live map[string]*job  // jobs whose end is not yet recorded
+	pool chan *idleRunner // warm runners waiting for a job
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -81,13 +87,17 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "jobs"), 0o700); err != nil {
 		return nil, fmt.Errorf("make jobs dir: %w", err)
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, live: map[string]*job{}, stop: make(chan struct{})}
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, live: map[string]*job{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1))}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.GCInterval > 0 {
 		s.wg.Add(1)
 		go s.gcLoop()
+	}
+	if cfg.WarmRunners > 0 {
+		s.wg.Add(1)
+		go s.fillPool()
 	}
 	return s, nil
 }
@@ -96,12 +106,22 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 // runners outlive the server.
 func (s *Service) Close() {
 	close(s.stop)
+	s.wg.Wait()
+	// Warm runners leave when their channel closes.
+	for {
+		select {
+		case ir := <-s.pool:
+			ir.conn.Close()
+			continue
+		default:
+		}
+		break
+	}
 	s.mu.Lock()
 	for _, j := range s.live {
 		j.closeConn()
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
 }
 
 // RunRequest is a validated run request.
@@ -231,7 +251,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 	j.created = now
 	j.mu.Unlock()
 
-	pid, conn, err := s.spawn(j)
+	pid, conn, err := s.assign(spec)
 	if err != nil {
 		s.log.Error("start runner", "job", j.id, "err", err)
 		s.finish(j, store.Exit{Status: store.StatusFailed, Reason: runner.ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now()})
@@ -251,9 +271,66 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 	return nil
 }
 
-// spawn starts the job's runner in its own session, handing it one end of
-// a socketpair as its control channel.
-func (s *Service) spawn(j *job) (int, *proto.Conn, error) {
+// assign hands the job to a warm runner from the pool, or starts one for
+// it when none is ready.
+func (s *Service) assign(spec *runner.Spec) (int, *proto.Conn, error) {
+	for {
+		var ir *idleRunner
+		select {
+		case ir = <-s.pool:
+		default:
+		}
+		if ir == nil {
+			break
+		}
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			return 0, nil, fmt.Errorf("encode spec of job %s: %w", spec.ID, err)
+		}
+		if err := ir.conn.Send(&proto.Msg{T: proto.TAssign, Spec: raw}); err != nil {
+			// That runner is gone (killed while idle): try the next.
+			ir.conn.Close()
+			continue
+		}
+		return ir.pid, ir.conn, nil
+	}
+	return s.spawn(spec.Dir, "--job-id", spec.ID)
+}
+
+// idleRunner is a started runner waiting for its job.
+type idleRunner struct {
+	pid  int
+	conn *proto.Conn
+}
+
+// fillPool keeps WarmRunners runners started and waiting, so a job's start
+// costs no process start-up. A runner whose server goes away before it got
+// a job sees its channel close and leaves.
+func (s *Service) fillPool() {
+	defer s.wg.Done()
+	for {
+		pid, conn, err := s.spawn(s.cfg.StateDir, "--pool")
+		if err != nil {
+			s.log.Error("start warm runner", "err", err)
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		select {
+		case s.pool <- &idleRunner{pid: pid, conn: conn}:
+		case <-s.stop:
+			conn.Close()
+			return
+		}
+	}
+}
+
+// spawn starts a runner in its own session, handing it one end of a
+// socketpair as its control channel; its stderr goes to runner.log in dir.
+func (s *Service) spawn(dir string, args ...string) (int, *proto.Conn, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("socketpair: %w", err)
@@ -261,13 +338,13 @@ func (s *Service) spawn(j *job) (int, *proto.Conn, error) {
 	ours := os.NewFile(uintptr(fds[0]), "ctl-server")
 	theirs := os.NewFile(uintptr(fds[1]), "ctl-runner")
 	defer theirs.Close()
-	logf, err := os.OpenFile(filepath.Join(j.dir, "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(filepath.Join(dir, "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		ours.Close()
 		return 0, nil, fmt.Errorf("open runner log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(s.cfg.RunnerPath, "--state-dir", s.cfg.StateDir, "--job-id", j.id, "--ctl-fd", "3")
+	cmd := exec.Command(s.cfg.RunnerPath, append([]string{"--state-dir", s.cfg.StateDir, "--ctl-fd", "3"}, args...)...)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}

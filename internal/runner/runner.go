@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/proctree"
 	"github.com/shellctl/shellctl/internal/runner/proto"
 	"github.com/shellctl/shellctl/internal/store"
@@ -78,7 +79,8 @@ type Runner struct {
 	exitAck   chan struct{}
 	ackOnce   sync.Once
 
-	tracker  proctree.Tracker
+	tracker  proctree.Tracker // set under rmu (the reaper reads it)
+	stage    *isolation.Stage
 	master   *os.File      // pty mode
 	pumpDone chan struct{} // closed when all output is on disk
 	inputCh  chan []byte
@@ -91,8 +93,16 @@ type Runner struct {
 }
 
 // Main runs the runner's command line and returns its exit status.
+//
+//	shellctl-runner --state-dir DIR --job-id ID [--ctl-fd N]   run job ID now
+//	shellctl-runner --state-dir DIR --pool --ctl-fd N          start, then wait for a job
+//
+// A pooled runner is started by the server before any job needs it: it
+// starts its isolation stage at once and then waits for an assign message
+// carrying the job's spec, so a job's start costs no process start-up.
 func Main(args []string) int {
 	var stateDir, id string
+	pool := false
 	ctlFD := -1
 	for i := 0; i < len(args); i++ {
 		next := func() string {
@@ -107,6 +117,8 @@ func Main(args []string) int {
 			stateDir = next()
 		case "--job-id":
 			id = next()
+		case "--pool":
+			pool = true
 		case "--ctl-fd":
 			n, err := strconv.Atoi(next())
 			if err == nil {
@@ -114,11 +126,11 @@ func Main(args []string) int {
 			}
 		}
 	}
-	if stateDir == "" || id == "" {
-		fmt.Fprintln(os.Stderr, "usage: shellctl-runner --state-dir DIR --job-id ID [--ctl-fd N]")
+	if stateDir == "" || (id == "") == !pool || (pool && ctlFD < 0) {
+		fmt.Fprintln(os.Stderr, "usage: shellctl-runner --state-dir DIR (--job-id ID [--ctl-fd N] | --pool --ctl-fd N)")
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("job", id)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var ctl *proto.Conn
 	if ctlFD >= 0 {
 		f := os.NewFile(uintptr(ctlFD), "ctl")
@@ -126,18 +138,14 @@ func Main(args []string) int {
 		f.Close()
 		if err != nil {
 			log.Error("control channel", "err", err)
+			if pool {
+				return 1
+			}
 		} else {
 			ctl = proto.NewConn(c)
 		}
 	}
-	spec, err := ReadSpec(stateDir, id)
-	if err != nil {
-		log.Error("read spec", "err", err)
-		fail(ctl, stateDir, id, err)
-		return 1
-	}
 	r := &Runner{
-		spec:      spec,
 		log:       log,
 		conns:     map[*proto.Conn]struct{}{},
 		sizeCh:    make(chan struct{}, 1),
@@ -147,10 +155,106 @@ func Main(args []string) int {
 		early:     map[int]unix.WaitStatus{},
 		mainState: make(chan unix.WaitStatus, 1),
 	}
+	// SIGCHLD must be watched before the first child exists.
+	sigCh := make(chan os.Signal, 16)
+	signal.Notify(sigCh, unix.SIGCHLD)
+	// The runner lives in its own session; a hangup or a stray SIGPIPE
+	// must not end it. They are caught and dropped rather than ignored:
+	// an ignored signal stays ignored across exec, and the job must start
+	// with every signal at its default.
+	drop := make(chan os.Signal, 4)
+	signal.Notify(drop, unix.SIGHUP, unix.SIGPIPE)
+	go func() {
+		for range drop {
+		}
+	}()
+	go r.reap(sigCh)
+	if err := r.prestart(); err != nil {
+		log.Error("start stage", "err", err)
+		if !pool {
+			fail(ctl, stateDir, id, err)
+		}
+		return 1
+	}
+	if pool {
+		spec, err := r.awaitAssign(ctl)
+		if err != nil {
+			// The server went away before it needed us: leave quietly
+			// (the waiting stage fails on its closed config socket).
+			r.stage.Close()
+			return 0
+		}
+		r.spec = spec
+	} else {
+		spec, err := ReadSpec(stateDir, id)
+		if err != nil {
+			log.Error("read spec", "err", err)
+			r.stage.Close()
+			fail(ctl, stateDir, id, err)
+			return 1
+		}
+		r.spec = spec
+	}
+	r.log = log.With("job", r.spec.ID)
 	if ctl != nil {
 		r.addConn(ctl)
 	}
 	return r.run()
+}
+
+// prestart starts the isolation stage, which waits for its job.
+func (r *Runner) prestart() error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
+	}
+	r.self = self
+	// The runner is the child subreaper of everything its job starts, so
+	// orphans of the tree stay visible to it (and are reaped by it).
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("become child subreaper: %w", err)
+	}
+	st, err := isolation.NewStage(self)
+	if err != nil {
+		return err
+	}
+	if err := st.Start(); err != nil {
+		return err
+	}
+	r.stage = st
+	r.setMainPID(st.PID())
+	return nil
+}
+
+// awaitAssign waits on the control channel for the job to run. The stage
+// ending first (killed) ends the wait too.
+func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
+	type got struct {
+		m   *proto.Msg
+		err error
+	}
+	ch := make(chan got, 1)
+	go func() {
+		m, err := ctl.Recv()
+		ch <- got{m, err}
+	}()
+	select {
+	case g := <-ch:
+		if g.err != nil {
+			return nil, g.err
+		}
+		if g.m.T != proto.TAssign {
+			return nil, fmt.Errorf("expected %s, got %s", proto.TAssign, g.m.T)
+		}
+		spec := new(Spec)
+		if err := json.Unmarshal(g.m.Spec, spec); err != nil {
+			return nil, fmt.Errorf("decode assigned spec: %w", err)
+		}
+		return spec, nil
+	case ws := <-r.mainState:
+		code, _ := exitOf(ws)
+		return nil, fmt.Errorf("stage ended before its job (code %d)", code)
+	}
 }
 
 // fail records a job that could not even be set up.
@@ -164,14 +268,10 @@ func fail(ctl *proto.Conn, stateDir, id string, err error) {
 
 func (r *Runner) run() int {
 	s := r.spec
-	self, err := os.Executable()
-	if err != nil {
-		r.finishFailed(fmt.Errorf("find own binary: %w", err))
-		return 1
-	}
-	r.self = self
+	var err error
 	r.ln, err = proto.Listen(s.Dir, SocketFile)
 	if err != nil {
+		r.stage.Close()
 		r.finishFailed(err)
 		return 1
 	}
@@ -179,29 +279,23 @@ func (r *Runner) run() int {
 	go r.accept()
 	go r.sendSizes()
 
-	// SIGCHLD must be watched before the first child exists.
-	sigCh := make(chan os.Signal, 16)
-	signal.Notify(sigCh, unix.SIGCHLD)
-	// The runner lives in its own session; a hangup of the server's
-	// terminal or a stray SIGTERM to the server's group does not reach it.
-	signal.Ignore(unix.SIGHUP, unix.SIGPIPE)
-
-	tr, info, err := proctree.NewTracker(proctree.Options{
+	tr, _, err := proctree.NewTracker(proctree.Options{
 		Name:          "shellctl-" + s.ID,
 		MemoryMax:     s.MemoryMax,
 		PidsMax:       s.PidsMax,
 		DisableCgroup: s.DisableCgroup,
 	})
 	if err != nil {
+		r.stage.Close()
 		r.finishFailed(fmt.Errorf("track process tree: %w", err))
 		return 1
 	}
+	r.rmu.Lock()
 	r.tracker = tr
-	_ = info
-
-	go r.reap(sigCh)
+	r.rmu.Unlock()
 
 	if err := r.start(); err != nil {
+		r.stage.Close()
 		r.finishFailed(err)
 		return 1
 	}
@@ -233,9 +327,10 @@ func (r *Runner) reap(sigCh chan os.Signal) {
 			case pid == r.mainPID:
 				r.mainState <- ws
 			}
+			tr := r.tracker
 			r.rmu.Unlock()
-			if r.tracker != nil {
-				r.tracker.Notify()
+			if tr != nil {
+				tr.Notify()
 			}
 		}
 	}
@@ -263,21 +358,17 @@ func exitOf(ws unix.WaitStatus) (code, sig int) {
 	return 128, 0
 }
 
-// startCmd runs cmd and registers its pid; the caller has set its files.
-func (r *Runner) startCmd(cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", r.spec.Argv[0], err)
-	}
-	pid := cmd.Process.Pid
+// begin puts the stage under tracking and records the job's start; the
+// stage's pid becomes the job's pid when it executes the script.
+func (r *Runner) begin() {
+	pid := r.stage.PID()
 	if err := r.tracker.Add(pid); err != nil {
 		r.log.Warn("track job process", "pid", pid, "err", err)
 	}
-	r.setMainPID(pid)
 	r.mu.Lock()
 	r.pid = pid
 	r.startedAt = time.Now()
 	r.mu.Unlock()
-	return nil
 }
 
 func (r *Runner) running() {

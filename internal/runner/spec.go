@@ -27,18 +27,18 @@ const (
 // into the job directory before the runner starts. Every default is already
 // filled in: the runner decides nothing the server could have decided.
 type Spec struct {
-	ID       string   `json:"id"`
-	StateDir string   `json:"state_dir"`
-	Dir      string   `json:"dir"`
-	Mode     string   `json:"mode"` // "pty" or "stdio"
+	ID       string `json:"id"`
+	StateDir string `json:"state_dir"`
+	Dir      string `json:"dir"`
+	Mode     string `json:"mode"` // "pty" or "stdio"
 	// ControlKey authenticates connections to the control socket.
-	ControlKey string `json:"control_key"`
-	Argv     []string `json:"argv"` // what the stage executes
-	Env      []string `json:"env"`
-	Cwd      string   `json:"cwd"`
-	Home     string   `json:"home"`
-	Cols     int      `json:"cols"`
-	Rows     int      `json:"rows"`
+	ControlKey string   `json:"control_key"`
+	Argv       []string `json:"argv"` // what the stage executes
+	Env        []string `json:"env"`
+	Cwd        string   `json:"cwd"`
+	Home       string   `json:"home"`
+	Cols       int      `json:"cols"`
+	Rows       int      `json:"rows"`
 
 	Policy isolation.Policy `json:"policy"`
 	// ForceIsolationFail makes the isolation stage fail with this message

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/creack/pty"
@@ -56,27 +55,14 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		return fmt.Errorf("set terminal size %dx%d: %w", s.Cols, s.Rows, err)
 	}
 	cfg.TTY = slave.Name()
-	cmd, send, applied, err := isolation.StageCommand(r.self, cfg)
-	if err != nil {
-		master.Close()
-		slave.Close()
-		return err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setsid = true
-	cmd.SysProcAttr.Setctty = true
-	cmd.SysProcAttr.Ctty = 0
-	err = r.startCmd(cmd)
+	r.begin()
+	err = r.stage.Send(cfg, [3]*os.File{slave, slave, slave})
 	// Only the job may hold the terminal's slave side: once it and its
 	// descendants close it, reading the master ends with EIO, which is how
 	// the runner knows the output is complete.
 	slave.Close()
 	if err != nil {
 		master.Close()
-		applied.Close()
 		return err
 	}
 	r.master = master
@@ -88,7 +74,7 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		}
 	}()
 	go r.writeInput()
-	r.afterStart(send, applied, nil)
+	r.afterStart(nil)
 	return nil
 }
 
@@ -98,6 +84,11 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 	if err != nil {
 		return fmt.Errorf("open stderr log: %w", err)
 	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	defer devNull.Close()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("make stdout pipe: %w", err)
@@ -106,23 +97,15 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 	if err != nil {
 		return fmt.Errorf("make stderr pipe: %w", err)
 	}
-	cmd, send, applied, err := isolation.StageCommand(r.self, cfg)
-	if err != nil {
-		return err
-	}
-	cmd.Stdin = nil // /dev/null
-	cmd.Stdout, cmd.Stderr = outW, errW
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setsid = true
-	err = r.startCmd(cmd)
+	r.begin()
+	err = r.stage.Send(cfg, [3]*os.File{devNull, outW, errW})
+	// Our copies of the write ends must go, or the pipes never reach end
+	// of file.
 	outW.Close()
 	errW.Close()
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		applied.Close()
 		return err
 	}
 	r.pumpDone = make(chan struct{})
@@ -144,20 +127,16 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 		// descendant still holding stderr is never cut off.
 		<-errDone
 	}()
-	r.afterStart(send, applied, w)
+	r.afterStart(w)
 	return nil
 }
 
-// afterStart hands the stage its configuration, then reports "running" once
-// the stage has applied isolation and executed the script (or failed).
-// stdioOut is the output log of a stdio job: a setup failure is said there
-// too, since the stage's own line went to stderr.log, which is not served.
-func (r *Runner) afterStart(send func() error, applied *os.File, stdioOut *outWriter) {
-	if err := send(); err != nil {
-		r.log.Warn("send stage config", "err", err)
-	}
-	a, err := isolation.ReadApplied(applied)
-	applied.Close()
+// afterStart reports "running" once the stage has applied isolation and
+// executed the script (or failed). stdioOut is the output log of a stdio
+// job: a setup failure is said there too, since the stage's own line went
+// to stderr.log, which is not served.
+func (r *Runner) afterStart(stdioOut *outWriter) {
+	a, err := r.stage.Applied()
 	if err == nil {
 		r.mu.Lock()
 		r.isolation = marshalApplied(a)

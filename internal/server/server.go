@@ -42,6 +42,7 @@ type Config struct {
 	GCInterval     time.Duration
 	GCRetention    time.Duration
 	MaxRunningJobs int
+	WarmRunners    int
 	MaxJobRuntime  time.Duration
 	MaxOutputBytes int64
 	JobMemoryMax   int64
@@ -116,6 +117,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ForceIsolationFail: cfg.Getenv("SHELLCTL_TEST_FORCE_ISOLATION_FAILURE"),
 		WorkspaceRoot:      cfg.WorkspaceRoot,
 		MaxRunning:         cfg.MaxRunningJobs,
+		WarmRunners:        cfg.WarmRunners,
 		MaxRuntime:         cfg.MaxJobRuntime,
 		MaxOutputBytes:     cfg.MaxOutputBytes,
 		MemoryMax:          cfg.JobMemoryMax,

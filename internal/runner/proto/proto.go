@@ -29,6 +29,7 @@ const (
 	TTerminate = "terminate"
 	TResize    = "resize"
 	TExitAck   = "exit_ack" // the server recorded the exit: the runner may leave
+	TAssign    = "assign"   // to a pooled runner: run the job of Spec
 )
 
 // Msg is every message; only the fields of its type are set.
@@ -53,6 +54,9 @@ type Msg struct {
 	Grace float64 `json:"grace,omitempty"` // seconds
 	Cols  int     `json:"cols,omitempty"`
 	Rows  int     `json:"rows,omitempty"`
+
+	// assign: the job's spec (runner.Spec as JSON).
+	Spec json.RawMessage `json:"spec,omitempty"`
 
 	// hello: the job's control key. A connection through the socket file
 	// must prove it may steer the runner: the key is in the job's spec,
