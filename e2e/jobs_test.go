@@ -599,3 +599,15 @@ func TestGCRemovesFinishedJobs(t *testing.T) {
 		t.Fatalf("running job collected: %+v %v", v, err)
 	}
 }
+
+// The runner catches SIGHUP and SIGPIPE for itself; the job must still start
+// with no signal ignored (an ignored signal would survive the exec).
+func TestJobStartsWithDefaultSignals(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	for _, mode := range []string{"pty", "stdio"} {
+		res, out := s.runDone(t, client.RunRequest{Script: "grep -E '^Sig(Ign|Blk)' /proc/$$/status", Mode: mode})
+		if code(res) != 0 || !strings.Contains(out, "SigIgn:\t0000000000000000") || !strings.Contains(out, "SigBlk:\t0000000000000000") {
+			t.Errorf("%s: job signal state %q", mode, out)
+		}
+	}
+}

@@ -63,6 +63,10 @@ type StageConfig struct {
 	// message (exit 125) before anything else. Only the server/runner can
 	// set it; the job's env has no way to.
 	ForceFail string `json:"force_fail,omitempty"`
+	// WorkspaceRoot, when set, is checked against the real working
+	// directory once the stage is in it (after every symlink is resolved
+	// by the kernel): outside it, the job fails closed.
+	WorkspaceRoot string `json:"workspace_root,omitempty"`
 }
 
 // Applied records what the stage applied to one job.

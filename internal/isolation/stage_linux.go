@@ -67,6 +67,13 @@ func StageMain() {
 		if err := os.Chdir(cfg.Cwd); err != nil {
 			fail(ExitSetupFailed, "change to cwd: %v", err)
 		}
+		if root := cfg.WorkspaceRoot; root != "" {
+			// unix.Getwd asks the kernel: no $PWD shortcut, no symlinks.
+			wd, err := unix.Getwd()
+			if err != nil || !(wd == root || root == "/" || strings.HasPrefix(wd, root+"/")) {
+				fail(ExitSetupFailed, "cwd %q is outside the workspace root %q", wd, root)
+			}
+		}
 	}
 	if cfg.Policy.Enabled {
 		if (cfg.Home != "" && !filepath.IsAbs(cfg.Home)) || !filepath.IsAbs(cfg.Cwd) {

@@ -135,6 +135,12 @@ type RunRequest struct {
 	SessionID string
 }
 
+// Within reports whether path is root or lies beneath it (both clean and
+// absolute).
+func Within(path, root string) bool {
+	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
+}
+
 // NewID returns a fresh job id: 16 lowercase hex characters.
 func NewID() string {
 	var b [8]byte
@@ -169,8 +175,19 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 	} else if !fi.IsDir() {
 		return nil, errorf(ErrInvalidCwd, "cwd %q is not a directory", cwd)
 	}
-	if root := s.cfg.WorkspaceRoot; root != "" && cwd != root && !strings.HasPrefix(cwd, strings.TrimSuffix(root, "/")+"/") {
-		return nil, errorf(ErrCwdNotAllowed, "cwd %q is outside the workspace root %q", cwd, root)
+	if root := s.cfg.WorkspaceRoot; root != "" {
+		// Judge the directory the job would really be in: a symlink inside
+		// the root may point anywhere (and a job can make one). The stage
+		// checks again after it changed into it, so swapping a path
+		// component in between gains nothing.
+		real, err := filepath.EvalSymlinks(cwd)
+		if err != nil {
+			return nil, errorf(ErrInvalidCwd, "cwd %q cannot be resolved: %v", cwd, err)
+		}
+		if !Within(real, root) {
+			return nil, errorf(ErrCwdNotAllowed, "cwd %q (really %q) is outside the workspace root %q", cwd, real, root)
+		}
+		cwd = real
 	}
 	s.mu.Lock()
 	if s.cfg.MaxRunning > 0 && len(s.live) >= s.cfg.MaxRunning {
@@ -222,7 +239,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 			ServerEnv: s.cfg.ServerEnv, InheritNone: s.cfg.InheritNone, Request: req.Env,
 			Home: home, Cwd: cwd, PTY: req.Mode == "pty",
 		}),
-		Cwd: cwd, Home: home, Cols: req.Cols, Rows: req.Rows,
+		Cwd: cwd, Home: home, Cols: req.Cols, Rows: req.Rows, WorkspaceRoot: s.cfg.WorkspaceRoot,
 		Policy:             s.cfg.Policy,
 		ForceIsolationFail: s.cfg.ForceIsolationFail,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),

@@ -38,7 +38,9 @@ type Spec struct {
 	Cwd        string   `json:"cwd"`
 	Home       string   `json:"home"`
 	Cols       int      `json:"cols"`
-	Rows       int      `json:"rows"`
+	// WorkspaceRoot, when set, is where the job's cwd must really lie.
+	WorkspaceRoot string `json:"workspace_root,omitempty"`
+	Rows          int    `json:"rows"`
 
 	Policy isolation.Policy `json:"policy"`
 	// ForceIsolationFail makes the isolation stage fail with this message

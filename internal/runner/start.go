@@ -36,6 +36,8 @@ func (r *Runner) start() error {
 		Script:    filepath.Join(s.Dir, ScriptFile),
 		Policy:    s.Policy,
 		ForceFail: s.ForceIsolationFail,
+
+		WorkspaceRoot: s.WorkspaceRoot,
 	}
 	if s.Mode == "pty" {
 		return r.startPTY(cfg, w)

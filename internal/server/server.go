@@ -93,7 +93,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--workspace-root %q: %w", cfg.WorkspaceRoot, err)
 		}
-		cfg.WorkspaceRoot = filepath.Clean(abs)
+		// Resolved, so it compares with the resolved cwd of each job.
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, fmt.Errorf("--workspace-root %q: %w", cfg.WorkspaceRoot, err)
+		}
+		cfg.WorkspaceRoot = filepath.Clean(real)
 	}
 	if _, err := os.Stat(cfg.RunnerPath); err != nil {
 		return nil, fmt.Errorf("runner binary %s: %w", cfg.RunnerPath, err)
