@@ -3,7 +3,6 @@ package snapshot
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -25,28 +24,6 @@ func benchHome(b *testing.B) string {
 		}
 	}
 	return dir
-}
-
-func BenchmarkSaveVariants(b *testing.B) {
-	home := benchHome(b)
-	for _, cb := range []bool{false, true} {
-		for _, w := range []int{1 << 20, 2 << 20, 4 << 20, 8 << 20} {
-			b.Run(fmt.Sprintf("cb=%v/w=%dM", cb, w>>20), func(b *testing.B) {
-				benchWindow, benchConcurrentBlocks = w, cb
-				defer func() { benchWindow, benchConcurrentBlocks = EncoderWindow, true }()
-				var st SaveStats
-				for b.Loop() {
-					var err error
-					st, err = Save(context.Background(), io.Discard, home, nil, "")
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.SetBytes(st.FileBytes)
-				b.ReportMetric(float64(st.Bytes), "archive-bytes")
-			})
-		}
-	}
 }
 
 func BenchmarkSave(b *testing.B) {

@@ -313,3 +313,17 @@ func TestPAXSparseFixtureIsSparse(t *testing.T) {
 		t.Fatalf("fixture header %+v", h)
 	}
 }
+
+// TestRestoreFromFileReportsEarlyRefusal: the server refuses a big input
+// after its first bytes; the client still reports the refusal, not a
+// broken pipe.
+func TestRestoreFromFileReportsEarlyRefusal(t *testing.T) {
+	_, _, conn := newServer(t, Config{Home: t.TempDir()})
+	path := filepath.Join(t.TempDir(), "big.tar.gz")
+	writeRandom(t, path, 64<<20)
+	_, err := RestoreFromFile(context.Background(), conn, path, nil)
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != "archive_malformed" {
+		t.Fatalf("err = %v, want archive_malformed", err)
+	}
+}

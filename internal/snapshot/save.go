@@ -31,14 +31,18 @@ const (
 	// smaller archives (figures in docs/snapshot.md).
 	EncoderLevel = zstd.SpeedFastest
 
-	// EncoderWindow is the zstd window of saved archives: well under
-	// MaxWindow so our own restore always accepts them, large enough that
-	// the fastest level loses nothing measurable against a bigger one.
-	EncoderWindow = 8 << 20
+	// EncoderWindow is the zstd window of saved archives (2 MiB): far under
+	// MaxWindow so our own restore always accepts them. With concurrent
+	// blocks the encoder works on sections of 4 windows each, so the window
+	// also sets the encoder's memory (about 2 sections in flight): 2 MiB
+	// measured fastest on the bench Home, and 8 MiB gained no ratio
+	// (docs/snapshot.md).
+	EncoderWindow = 2 << 20
 
-	// encoderConcurrency > 1 makes the encoder compress a block in its own
-	// goroutine while the walker reads the next files: the same overlap as
-	// the `tar | zstd` pipeline, on the two cores we have.
+	// encoderConcurrency: two goroutines compress sections of the stream
+	// at once (zstd.WithConcurrentBlocks), one per core. Compression is
+	// most of a save's CPU; with it on one core only, a save took 1.3-1.5x
+	// as long as `tar | zstd -1 -T1`, whose C compressor is faster per core.
 	encoderConcurrency = 2
 
 	// MaxWindow is the largest zstd window Restore accepts (64 MiB): the
@@ -60,9 +64,6 @@ const (
 	// separate copies: the archive stays correct, only the link is lost.
 	maxHardLinkTrack = 100_000
 )
-
-var benchWindow = EncoderWindow
-var benchConcurrentBlocks = true
 
 // ErrHomeUnavailable marks a Home that is missing or not a directory.
 var ErrHomeUnavailable = errors.New("home unavailable")
@@ -108,9 +109,9 @@ func Save(ctx context.Context, w io.Writer, home string, excludes []string, stat
 	s.out = &countingWriter{w: w, h: s.hashOut}
 	enc, err := zstd.NewWriter(s.out,
 		zstd.WithEncoderLevel(EncoderLevel),
-		zstd.WithWindowSize(benchWindow),
+		zstd.WithWindowSize(EncoderWindow),
 		zstd.WithEncoderConcurrency(encoderConcurrency),
-		zstd.WithConcurrentBlocks(benchConcurrentBlocks),
+		zstd.WithConcurrentBlocks(true),
 	)
 	if err != nil {
 		return SaveStats{}, fmt.Errorf("start zstd encoder: %w", err)

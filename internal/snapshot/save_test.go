@@ -454,3 +454,20 @@ func TestSaveSkipsVanishedEntries(t *testing.T) {
 		t.Errorf("entries %v", n)
 	}
 }
+
+func TestSaveToFileProgress(t *testing.T) {
+	home := t.TempDir()
+	writeRandom(t, filepath.Join(home, "f"), 1<<20)
+	_, _, conn := newServer(t, Config{Home: home})
+	var out strings.Builder
+	st, err := SaveToFile(context.Background(), conn, filepath.Join(t.TempDir(), "a.tar.zst"), []string{"nothing"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "\rsaved ") || !strings.HasSuffix(out.String(), "\n") || !strings.Contains(out.String(), "/s)") {
+		t.Errorf("progress output %q", out.String())
+	}
+	if st.Bytes == 0 || len(st.SHA256) != 64 {
+		t.Errorf("stats %+v", st)
+	}
+}
