@@ -326,7 +326,7 @@ type idleRunner struct {
 func (s *Service) fillPool() {
 	defer s.wg.Done()
 	for {
-		pid, conn, err := s.spawn(s.cfg.StateDir, "--pool")
+		pid, conn, err := s.spawn(s.cfg.StateDir, "--pool", "--job-id", runner.PoolPlaceholder)
 		if err != nil {
 			s.log.Error("start warm runner", "err", err)
 			select {

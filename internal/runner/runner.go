@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -117,6 +118,9 @@ func Main(args []string) int {
 			stateDir = next()
 		case "--job-id":
 			id = next()
+			if id == PoolPlaceholder {
+				id = ""
+			}
 		case "--pool":
 			pool = true
 		case "--ctl-fd":
@@ -185,6 +189,7 @@ func Main(args []string) int {
 			return 0
 		}
 		r.spec = spec
+		showJobID(spec.ID)
 	} else {
 		spec, err := ReadSpec(stateDir, id)
 		if err != nil {
@@ -200,6 +205,22 @@ func Main(args []string) int {
 		r.addConn(ctl)
 	}
 	return r.run()
+}
+
+// PoolPlaceholder stands for the job id in a pooled runner's arguments
+// until it gets its job; then the id is written over it, so `ps` and
+// /proc/<pid>/cmdline name the job a runner serves, pooled or not.
+const PoolPlaceholder = "________________"
+
+// showJobID writes id over the placeholder argument. Go's os.Args strings
+// share the process's argument memory, which /proc/<pid>/cmdline reads.
+func showJobID(id string) {
+	for _, a := range os.Args {
+		if a == PoolPlaceholder && len(id) == len(a) {
+			copy(unsafe.Slice(unsafe.StringData(a), len(a)), id)
+			return
+		}
+	}
 }
 
 // prestart starts the isolation stage, which waits for its job.
