@@ -122,6 +122,16 @@ func Run(ctx context.Context, c Config) ([]*Row, error) {
 		}
 		rows = append(rows, got...)
 	}
+	// The idle server again, after the other figures: what it keeps.
+	if len(rows) > 0 && rows[0].Figure == idleFigure && rows[0].Runtime != nil && len(rows) > 1 && e.Alive() {
+		tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		e.TerminateRunning(tctx)
+		cancel()
+		if m, err := settledMem(e.PID); err == nil {
+			rows[0].Notes = append(rows[0].Notes, fmt.Sprintf("idle again after the other figures: RSS %.1f MiB, PSS %.1f MiB; runtime processes %s, RSS %.1f MiB",
+				mib(m.serverRSS), mib(m.serverPSS), m.kindList(), mib(m.procRSS)))
+		}
+	}
 	fmt.Fprintln(c.Out)
 	WriteTable(c.Out, rows)
 	fmt.Fprintln(c.Out)

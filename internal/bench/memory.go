@@ -10,6 +10,8 @@ import (
 	"time"
 )
 
+const idleFigure = "server RSS idle"
+
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // runtimeProcs returns the processes of the runtime below the server (the
@@ -109,7 +111,7 @@ func settledMem(server int) (memSnap, error) {
 
 // benchIdleRSS reads the server's RSS; it runs first, on a fresh server.
 func benchIdleRSS(ctx context.Context, e *Env, s Sizes) []*Row {
-	r := &Row{Figure: "server RSS idle", Unit: MiB, Target: Target{ValueAtMost, 20}}
+	r := &Row{Figure: idleFigure, Unit: MiB, Target: Target{ValueAtMost, 20}}
 	m, err := settledMem(e.PID)
 	if err != nil {
 		r.Err = err.Error()

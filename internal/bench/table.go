@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -91,6 +92,17 @@ func FormatValue(v float64) string {
 	default:
 		return fmt.Sprintf("%.3f", v)
 	}
+}
+
+// formatNear prints v like FormatValue, with more digits when it would
+// otherwise print the same as limit while differing from it, so that a
+// verdict is never decided by a digit the table hides.
+func formatNear(v, limit float64) string {
+	out := FormatValue(v)
+	for prec := 4; out == FormatValue(limit) && v != limit && prec <= 8; prec++ {
+		out = strconv.FormatFloat(v, 'f', prec, 64)
+	}
+	return out
 }
 
 // FormatStats prints "min / p50 / p99 unit", or one value when there is a
@@ -208,9 +220,9 @@ func (r *Row) CompareText() string {
 		if c < 0 {
 			sign = "−"
 		}
-		return sign + FormatValue(math.Abs(c)) + " " + r.Unit.String()
+		return sign + formatNear(math.Abs(c), r.Target.Limit) + " " + r.Unit.String()
 	}
-	return FormatValue(c) + "×"
+	return formatNear(c, r.Target.Limit) + "×"
 }
 
 // Verdict judges the row against its target.
@@ -245,6 +257,9 @@ func (r *Row) Verdict() Verdict {
 // cells returns the printed cells of r in table order.
 func (r *Row) cells() []string {
 	rt := FormatStats(r.Runtime, r.Unit)
+	if r.Runtime != nil && r.Runtime.N == 1 && (r.Target.Kind == ValueAtMost || r.Target.Kind == ValueAtLeast) {
+		rt = formatNear(r.Runtime.P50, r.Target.Limit) + " " + r.Unit.String()
+	}
 	fl := FormatStats(r.Floor, r.Unit)
 	if r.Err != "" {
 		rt = "not measurable: " + r.Err

@@ -57,6 +57,12 @@ func TestFormat(t *testing.T) {
 	if got := FormatStats(One(250), JobsPerSec); got != "250 jobs/s" {
 		t.Errorf("FormatStats(One) = %q", got)
 	}
+	if got := formatNear(1.5034, 1.5); got != "1.5034" {
+		t.Errorf("formatNear(1.5034, 1.5) = %q", got)
+	}
+	if got := formatNear(1.6, 1.5); got != "1.60" {
+		t.Errorf("formatNear(1.6, 1.5) = %q", got)
+	}
 	if got := FormatStats(nil, MBps); got != "—" {
 		t.Errorf("FormatStats(nil) = %q", got)
 	}
@@ -81,6 +87,7 @@ func TestVerdicts(t *testing.T) {
 		{"value at least, no floor", Row{Unit: JobsPerSec, Runtime: One(250), Target: Target{ValueAtLeast, 200}}, Meets, "—"},
 		{"floor missing", Row{Unit: MBps, Runtime: st(100), FloorErr: "zstd not installed", Target: Target{RatioAtLeast, 1}}, NotMeasured, "—"},
 		{"not measurable", Row{Unit: Millis, Err: "boom", Target: Target{ValueAtMost, 5}}, NotMeasured, "—"},
+		{"hidden digit", Row{Unit: Millis, Runtime: st(4.0042), Floor: st(2), Target: Target{RatioAtMost, 2}}, Misses, "2.0021×"},
 		{"zero floor", Row{Unit: Millis, Runtime: st(1), Floor: st(0), Target: Target{RatioAtMost, 2}}, NotMeasured, "—"},
 	} {
 		if got := c.row.Verdict(); got != c.verdict {
