@@ -152,6 +152,8 @@ func benchSnapshot(ctx context.Context, e *Env, s Sizes) []*Row {
 		save.FloorErr, rest.FloorErr = missing, missing
 	}
 
+	rss0, _ := RSS(e.PID)
+
 	// One untimed save into a file: the archive of the restores, and a
 	// warm page cache for every timed pass.
 	archive := filepath.Join(e.Tmp, "home.tar.zst")
@@ -183,8 +185,9 @@ func benchSnapshot(ctx context.Context, e *Env, s Sizes) []*Row {
 		}
 	}
 	save.Runtime, save.Floor = Summarize(rt), Summarize(fl)
-	save.Notes = append(save.Notes, fmt.Sprintf("%d × POST /v1/snapshot/save of %.0f MB of files (archive %.0f MB) vs `tar -cf - . | zstd -1 -T1 > /dev/null`; rates on the file bytes",
-		s.Reps, float64(total)/1e6, float64(asize)/1e6))
+	rss1, _ := RSS(e.PID)
+	save.Notes = append(save.Notes, fmt.Sprintf("%d × POST /v1/snapshot/save of %.0f MB of files (archive %.0f MB) vs `tar -cf - . | zstd -1 -T1 > /dev/null`; rates on the file bytes; server RSS %.1f → %.1f MiB",
+		s.Reps, float64(total)/1e6, float64(asize)/1e6, mib(rss0), mib(rss1)))
 
 	rt, fl = nil, nil
 	floorDir := filepath.Join(e.Tmp, "restore")
@@ -214,7 +217,8 @@ func benchSnapshot(ctx context.Context, e *Env, s Sizes) []*Row {
 	}
 	os.RemoveAll(floorDir)
 	rest.Runtime, rest.Floor = Summarize(rt), Summarize(fl)
-	rest.Notes = append(rest.Notes, fmt.Sprintf("%d × POST /v1/snapshot/restore of that archive into an empty Home vs `zstd -d | tar -x` into an empty directory", s.Reps))
+	rss2, _ := RSS(e.PID)
+	rest.Notes = append(rest.Notes, fmt.Sprintf("%d × POST /v1/snapshot/restore of that archive into an empty Home vs `zstd -d | tar -x` into an empty directory; server RSS %.1f MiB after", s.Reps, mib(rss2)))
 	return []*Row{save, rest}
 }
 
