@@ -40,10 +40,13 @@ func NewStage(runnerPath string) (*Stage, error) {
 	cmd := exec.Command(runnerPath, StageArg)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{theirCfg, stW}
-	// Its own session now: when the job's terminal arrives the stage can
-	// make it its controlling terminal (TIOCSCTTY needs a session leader
-	// without one).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Its own process group, in the runner's session: the runner makes
+	// the job's terminal the session's controlling terminal and this group
+	// its foreground. The job is then not a session leader, so its end
+	// does not hang the terminal up on what it left running (a `nohup cmd &`
+	// that has not yet ignored SIGHUP would die of it); the terminal hangs
+	// up when the runner closes it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return &Stage{Cmd: cmd, conn: ours, status: stR, theirs: []*os.File{theirCfg, stW}}, nil
 }
 
@@ -153,9 +156,10 @@ func readStageMessage() (StageConfig, []int, error) {
 	return cfg, fds, nil
 }
 
-// installStdio makes fds the stage's 0, 1 and 2, and the terminal (when the
-// job has one) its controlling terminal.
-func installStdio(fds []int, tty bool) error {
+// installStdio makes fds the stage's 0, 1 and 2. A terminal among them is
+// already the session's controlling terminal, with the stage's group in the
+// foreground (the runner did both).
+func installStdio(fds []int) error {
 	if len(fds) == 0 {
 		return nil
 	}
@@ -170,11 +174,6 @@ func installStdio(fds []int, tty bool) error {
 	for _, fd := range fds {
 		if fd > 2 {
 			unix.Close(fd)
-		}
-	}
-	if tty {
-		if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
-			return fmt.Errorf("make the terminal the job's controlling terminal: %w", err)
 		}
 	}
 	return nil

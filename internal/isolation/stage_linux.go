@@ -49,7 +49,7 @@ func StageMain() {
 	if err != nil {
 		fail(ExitSetupFailed, "%v", err)
 	}
-	if err := installStdio(fds, cfg.TTY != ""); err != nil {
+	if err := installStdio(fds); err != nil {
 		fail(ExitSetupFailed, "%v", err)
 	}
 	if cfg.ForceFail != "" {
@@ -94,6 +94,14 @@ func StageMain() {
 		os.Exit(ExitNotFound)
 	}
 	writeApplied(status, applied)
+	// The job starts with no signal blocked, whatever mask this thread got
+	// from the runner's thread that forked the stage (a Go runtime thread
+	// may carry a mask blocking nearly everything, and the mask survives
+	// execve). Go's handlers take whatever is pending until the exec.
+	var none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
+		fail(ExitSetupFailed, "clear the signal mask: %v", err)
+	}
 	err = syscall.Exec(prog, cfg.Argv, cfg.Env)
 	code := ExitCannotExec
 	if errors.Is(err, syscall.ENOENT) {

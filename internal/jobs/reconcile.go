@@ -61,9 +61,13 @@ func (s *Service) redial(j *job, row *store.Job) *proto.Conn {
 		if err == nil {
 			return c
 		}
-		// Only a runner that is alive but not yet listening is worth
-		// waiting for.
-		if row.RunnerPID == 0 || unix.Kill(row.RunnerPID, 0) != nil || time.Now().After(deadline) {
+		// Only a runner that may be alive but not yet listening is worth
+		// waiting for: one whose pid is known and alive, or — for a job
+		// still "created" — one the previous server may have handed the
+		// job to just before it died, before it could record the pid.
+		alive := row.RunnerPID != 0 && unix.Kill(row.RunnerPID, 0) == nil
+		maybe := row.RunnerPID == 0 && row.Status == store.StatusCreated
+		if !(alive || maybe) || time.Now().After(deadline) {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)

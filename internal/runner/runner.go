@@ -405,6 +405,7 @@ func (r *Runner) running() {
 func (r *Runner) waitAndFinish() {
 	ws := <-r.mainState
 	code, sig := exitOf(ws)
+	r.releaseForeground()
 	r.drain()
 	m := &proto.Msg{T: proto.TExit, Status: store.StatusExited, ExitCode: &code, Signal: sig, EndedAt: time.Now().UnixNano(), Done: true}
 	m.Reason = ReasonExited

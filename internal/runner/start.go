@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/creack/pty"
@@ -57,6 +58,11 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		return fmt.Errorf("set terminal size %dx%d: %w", s.Cols, s.Rows, err)
 	}
 	cfg.TTY = slave.Name()
+	if err := r.claimTerminal(slave); err != nil {
+		master.Close()
+		slave.Close()
+		return err
+	}
 	r.begin()
 	err = r.stage.Send(cfg, [3]*os.File{slave, slave, slave})
 	// Only the job may hold the terminal's slave side: once it and its
@@ -149,6 +155,59 @@ func (r *Runner) afterStart(stdioOut *outWriter) {
 	}
 	r.running()
 	r.watchRuntime()
+}
+
+// claimTerminal makes slave the controlling terminal of the runner's
+// session (the server started the runner as a session leader without one)
+// and the stage's process group its foreground, so the job reads and
+// writes the terminal as a foreground job and ^C reaches it.
+func (r *Runner) claimTerminal(slave *os.File) error {
+	fd := int(slave.Fd())
+	if err := unix.IoctlSetInt(fd, unix.TIOCSCTTY, 0); err != nil {
+		return fmt.Errorf("make the job's terminal the runner's controlling terminal: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, r.stage.PID()); err != nil {
+		return fmt.Errorf("put the job in the terminal's foreground: %w", err)
+	}
+	return nil
+}
+
+// releaseForeground gives the terminal's foreground back to the runner once
+// the job's own process has exited. The runner leads the session that owns
+// the terminal, and when a session leader exits the kernel sends SIGHUP to
+// the terminal's foreground group: that would be the job's group, where
+// whatever the job left running in the background still is — such as a
+// `nohup cmd &` that has not yet got as far as ignoring SIGHUP. Work a job
+// leaves behind when it ends by itself is left alone.
+func (r *Runner) releaseForeground() {
+	if r.master == nil {
+		return
+	}
+	rc, err := r.master.SyscallConn()
+	if err != nil {
+		return
+	}
+	// The runner's group is in the background now, and a background group
+	// that sets the foreground gets SIGTTOU (or EIO, its group being
+	// orphaned) unless the signal is blocked: block it on this thread only,
+	// for the one call.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set, old unix.Sigset_t
+	set.Val[0] = 1 << (uint(unix.SIGTTOU) - 1)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		r.log.Warn("block SIGTTOU", "err", err)
+		return
+	}
+	defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	_ = rc.Control(func(fd uintptr) {
+		err := unix.IoctlSetPointerInt(int(fd), unix.TIOCSPGRP, unix.Getpgrp())
+		// ENOTTY: the job and all it started closed the terminal, which
+		// ended the session's hold on it; nothing is left to protect.
+		if err != nil && err != unix.ENOTTY {
+			r.log.Warn("take back the terminal's foreground", "err", err)
+		}
+	})
 }
 
 // drain waits until all output of the job is on disk.
