@@ -20,9 +20,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/jobstate"
 	"github.com/shellctl/shellctl/internal/proctree"
 	"github.com/shellctl/shellctl/internal/runner/proto"
-	"github.com/shellctl/shellctl/internal/store"
 )
 
 // Reasons recorded for terminal states.
@@ -280,7 +280,7 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 
 // fail records a job that could not even be set up.
 func fail(ctl *proto.Conn, stateDir, id string, err error) {
-	m := &proto.Msg{T: proto.TExit, Status: store.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
+	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
 	if ctl != nil && ctl.Send(m) == nil {
 		return
 	}
@@ -327,7 +327,7 @@ func (r *Runner) run() int {
 // finishFailed publishes a job that could not be started.
 func (r *Runner) finishFailed(err error) {
 	r.log.Error("start failed", "err", err)
-	m := &proto.Msg{T: proto.TExit, Status: store.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
+	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
 	r.publishExit(m)
 }
 
@@ -394,7 +394,7 @@ func (r *Runner) begin() {
 
 func (r *Runner) running() {
 	r.mu.Lock()
-	m := &proto.Msg{T: proto.TRunning, Status: store.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation}
+	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation}
 	r.mu.Unlock()
 	r.broadcast(m)
 }
@@ -407,14 +407,14 @@ func (r *Runner) waitAndFinish() {
 	code, sig := exitOf(ws)
 	r.releaseForeground()
 	r.drain()
-	m := &proto.Msg{T: proto.TExit, Status: store.StatusExited, ExitCode: &code, Signal: sig, EndedAt: time.Now().UnixNano(), Done: true}
+	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusExited, ExitCode: &code, Signal: sig, EndedAt: time.Now().UnixNano(), Done: true}
 	m.Reason = ReasonExited
 	if sig != 0 {
 		m.Reason = ReasonSignal
 	}
 	r.mu.Lock()
 	if r.terminating != "" {
-		m.Status = store.StatusTerminated
+		m.Status = jobstate.StatusTerminated
 		m.Reason = r.terminating
 	}
 	r.mu.Unlock()
@@ -564,9 +564,9 @@ func (r *Runner) state() *proto.Msg {
 		m.Size = r.size.Load()
 		return &m
 	}
-	st := store.StatusStarting
+	st := jobstate.StatusStarting
 	if r.pid != 0 {
-		st = store.StatusRunning
+		st = jobstate.StatusRunning
 	}
 	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load()}
 }

@@ -12,37 +12,27 @@ import (
 	"path/filepath"
 	"time"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver (no cgo, static binaries)
+	_ "modernc.org/sqlite"
+
+	"github.com/shellctl/shellctl/internal/jobstate" // the pure-Go SQLite driver (no cgo, static binaries)
 )
 
-// Job states. The last four are terminal.
+// Job states (see package jobstate).
 const (
-	StatusCreated    = "created"
-	StatusStarting   = "starting"
-	StatusRunning    = "running"
-	StatusExited     = "exited"
-	StatusTerminated = "terminated"
-	StatusFailed     = "failed"
-	StatusLost       = "lost"
+	StatusCreated    = jobstate.StatusCreated
+	StatusStarting   = jobstate.StatusStarting
+	StatusRunning    = jobstate.StatusRunning
+	StatusExited     = jobstate.StatusExited
+	StatusTerminated = jobstate.StatusTerminated
+	StatusFailed     = jobstate.StatusFailed
+	StatusLost       = jobstate.StatusLost
 )
 
 // IsTerminal reports whether a job in status s is done.
-func IsTerminal(s string) bool {
-	switch s {
-	case StatusExited, StatusTerminated, StatusFailed, StatusLost:
-		return true
-	}
-	return false
-}
+func IsTerminal(s string) bool { return jobstate.IsTerminal(s) }
 
 // ValidStatus reports whether s names a job state.
-func ValidStatus(s string) bool {
-	switch s {
-	case StatusCreated, StatusStarting, StatusRunning:
-		return true
-	}
-	return IsTerminal(s)
-}
+func ValidStatus(s string) bool { return jobstate.Valid(s) }
 
 // ErrNotFound is returned when no job has the given id.
 var ErrNotFound = errors.New("job not found")
