@@ -129,9 +129,14 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	j.notifyLocked()
 	j.mu.Unlock()
 	if becameRunning {
-		if err := s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation); err != nil && !errors.Is(err, store.ErrNotChanged) {
-			s.log.Warn("mark running", "job", j.id, "err", err)
-		}
+		// Off the event path: the exit may follow within a millisecond, and
+		// its record carries the same facts (Finish fills them in when
+		// this write lost the race), so nothing waits for this one.
+		go func() {
+			if err := s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation); err != nil && !errors.Is(err, store.ErrNotChanged) {
+				s.log.Warn("mark running", "job", j.id, "err", err)
+			}
+		}()
 	}
 }
 
@@ -144,14 +149,11 @@ func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
 		j.lastGrow = time.Now()
 	}
 	j.mu.Unlock()
-	e := store.Exit{Status: m.Status, ExitCode: m.ExitCode, Signal: m.Signal, Reason: m.Reason, EndedAt: time.Unix(0, m.EndedAt)}
+	e := store.Exit{Status: m.Status, ExitCode: m.ExitCode, Signal: m.Signal, Reason: m.Reason, EndedAt: time.Unix(0, m.EndedAt),
+		PID: m.PID, Isolation: m.Isolation}
 	if m.StartedAt != 0 {
 		t := time.Unix(0, m.StartedAt)
 		e.StartedAt = &t
-	}
-	if m.PID != 0 && m.StartedAt != 0 {
-		// A job that ended before its running event was recorded.
-		_ = s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation)
 	}
 	s.finish(j, e)
 	_ = c.Send(&proto.Msg{T: proto.TExitAck})

@@ -259,23 +259,41 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 		f.Close()
 	}
 	now := time.Now()
-	if err := s.st.Insert(ctx, &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now}); err != nil {
+	// With a warm runner at hand the row is born "starting" with its
+	// runner: one write instead of two on the path of every job.
+	ir := s.takeIdle()
+	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now}
+	if ir != nil {
+		row.RunnerPID = ir.pid
+	}
+	if err := s.st.Insert(ctx, row); err != nil {
+		if ir != nil {
+			s.putBack(ir)
+		}
 		return err
 	}
 	rowMade = true
 	j.mu.Lock()
 	j.status = store.StatusCreated
+	if ir != nil {
+		j.status = store.StatusStarting
+	}
 	j.created = now
 	j.mu.Unlock()
 
-	pid, conn, err := s.assign(spec)
+	pid, conn, err := s.assign(spec, ir)
 	if err != nil {
 		s.log.Error("start runner", "job", j.id, "err", err)
 		s.finish(j, store.Exit{Status: store.StatusFailed, Reason: runner.ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now()})
 		return nil
 	}
-	if err := s.st.MarkStarting(ctx, j.id, pid); err != nil && !errors.Is(err, store.ErrNotChanged) {
-		s.log.Warn("mark starting", "job", j.id, "err", err)
+	if ir == nil || pid != ir.pid {
+		if err := s.st.MarkStarting(ctx, j.id, pid); errors.Is(err, store.ErrNotChanged) {
+			err = s.st.SetRunner(ctx, j.id, pid)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotChanged) {
+			s.log.Warn("record runner", "job", j.id, "err", err)
+		}
 	}
 	j.mu.Lock()
 	if j.status == store.StatusCreated {
@@ -288,14 +306,33 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 	return nil
 }
 
-// assign hands the job to a warm runner from the pool, or starts one for
-// it when none is ready.
-func (s *Service) assign(spec *runner.Spec) (int, *proto.Conn, error) {
+// takeIdle returns a warm runner, or nil when none is ready.
+func (s *Service) takeIdle() *idleRunner {
+	select {
+	case ir := <-s.pool:
+		return ir
+	default:
+		return nil
+	}
+}
+
+// putBack returns an unused warm runner to the pool (or lets it go when the
+// pool is full).
+func (s *Service) putBack(ir *idleRunner) {
+	select {
+	case s.pool <- ir:
+	default:
+		ir.conn.Close()
+	}
+}
+
+// assign hands the job to ir (a warm runner taken from the pool, or nil),
+// then to further warm runners should that one be gone, and starts a runner
+// for it when none is ready.
+func (s *Service) assign(spec *runner.Spec, ir *idleRunner) (int, *proto.Conn, error) {
 	for {
-		var ir *idleRunner
-		select {
-		case ir = <-s.pool:
-		default:
+		if ir == nil {
+			ir = s.takeIdle()
 		}
 		if ir == nil {
 			break
@@ -307,6 +344,7 @@ func (s *Service) assign(spec *runner.Spec) (int, *proto.Conn, error) {
 		if err := ir.conn.Send(&proto.Msg{T: proto.TAssign, Spec: raw}); err != nil {
 			// That runner is gone (killed while idle): try the next.
 			ir.conn.Close()
+			ir = nil
 			continue
 		}
 		return ir.pid, ir.conn, nil

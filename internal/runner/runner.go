@@ -417,6 +417,9 @@ func (r *Runner) waitAndFinish() {
 		m.Status = jobstate.StatusTerminated
 		m.Reason = r.terminating
 	}
+	// The facts of the start travel with the exit, so its record is whole
+	// even when the running event was never recorded.
+	m.PID, m.StartedAt, m.Isolation = r.pid, unixNano(r.startedAt), r.isolation
 	r.mu.Unlock()
 	if r.tracker.OOMKilled() {
 		m.Reason = ReasonOOM

@@ -72,7 +72,7 @@ type Job struct {
 type Store struct {
 	db *sql.DB
 
-	stmtGet, stmtInsert, stmtStarting, stmtRunning, stmtFinish, stmtDelete *sql.Stmt
+	stmtGet, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete *sql.Stmt
 }
 
 // Open opens (creating when missing) the database in stateDir and migrates
@@ -121,11 +121,15 @@ func (s *Store) prepare(ctx context.Context) error {
 		return st
 	}
 	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
-	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
 	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtFinish = p(`UPDATE jobs SET status = ?, exit_code = ?, ended_at = ?, reason = ?, signal = ?,
-		started_at = COALESCE(started_at, ?) WHERE id = ? AND status NOT IN ('exited','terminated','failed','lost')`)
+		started_at = COALESCE(started_at, ?),
+		pid = CASE WHEN pid = 0 THEN ? ELSE pid END,
+		isolation = CASE WHEN isolation = '' THEN ? ELSE isolation END
+		WHERE id = ? AND status NOT IN ('exited','terminated','failed','lost')`)
 	s.stmtDelete = p(`DELETE FROM jobs WHERE id = ?`)
 	return err
 }
@@ -161,9 +165,14 @@ func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
 	return &j, nil
 }
 
-// Insert records a new job in state created.
+// Insert records a new job: in state created, or starting when its runner
+// is already known (j.RunnerPID set).
 func (s *Store) Insert(ctx context.Context, j *Job) error {
-	_, err := s.stmtInsert.ExecContext(ctx, j.ID, StatusCreated, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano())
+	status := StatusCreated
+	if j.RunnerPID != 0 {
+		status = StatusStarting
+	}
+	_, err := s.stmtInsert.ExecContext(ctx, j.ID, status, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano(), j.RunnerPID)
 	if err != nil {
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
@@ -202,6 +211,12 @@ func (s *Store) MarkStarting(ctx context.Context, id string, runnerPID int) erro
 	return changed(res, err, "mark starting", id)
 }
 
+// SetRunner records the runner of a job that is not yet running.
+func (s *Store) SetRunner(ctx context.Context, id string, runnerPID int) error {
+	res, err := s.stmtRunner.ExecContext(ctx, runnerPID, id)
+	return changed(res, err, "set runner of", id)
+}
+
 // MarkRunning moves created|starting → running.
 func (s *Store) MarkRunning(ctx context.Context, id string, pid int, startedAt time.Time, isolation string) error {
 	res, err := s.stmtRunning.ExecContext(ctx, pid, startedAt.UnixNano(), isolation, id)
@@ -215,9 +230,11 @@ type Exit struct {
 	Signal   int    // the signal that killed the process, 0 when it exited
 	Reason   string
 	EndedAt  time.Time
-	// StartedAt fills started_at when the job never reported running
-	// (a job that ended before its running event was recorded).
+	// StartedAt, PID and Isolation fill what a job that ended before its
+	// running event was recorded would otherwise lack.
 	StartedAt *time.Time
+	PID       int
+	Isolation string
 }
 
 // Finish records a terminal state with compare-and-set: a job that is
@@ -230,7 +247,7 @@ func (s *Store) Finish(ctx context.Context, id string, e Exit) error {
 	if e.ExitCode != nil {
 		code = *e.ExitCode
 	}
-	res, err := s.stmtFinish.ExecContext(ctx, e.Status, code, e.EndedAt.UnixNano(), e.Reason, e.Signal, nsOrNil(e.StartedAt), id)
+	res, err := s.stmtFinish.ExecContext(ctx, e.Status, code, e.EndedAt.UnixNano(), e.Reason, e.Signal, nsOrNil(e.StartedAt), e.PID, e.Isolation, id)
 	return changed(res, err, "finish", id)
 }
 

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func open(t *testing.T) (*Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, dir
+}
+
+func intp(n int) *int { return &n }
+
+func TestLifecycleAndCompareAndSet(t *testing.T) {
+	st, _ := open(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := st.Insert(ctx, &Job{ID: "0000000000000001", Mode: "pty", Cwd: "/w", SessionID: "s1", CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.Get(ctx, "0000000000000001")
+	if err != nil || j.Status != StatusCreated || j.ExitCode != nil || j.StartedAt != nil || j.SessionID != "s1" {
+		t.Fatalf("new job = %+v %v", j, err)
+	}
+	if err := st.MarkStarting(ctx, j.ID, 42); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkStarting(ctx, j.ID, 43); !errors.Is(err, ErrNotChanged) {
+		t.Fatalf("second MarkStarting = %v, want ErrNotChanged", err)
+	}
+	if err := st.MarkRunning(ctx, j.ID, 77, now, `{"enabled":true}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Finish(ctx, j.ID, Exit{Status: StatusExited, ExitCode: intp(3), Reason: "exited", EndedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	// A terminal state is never overwritten.
+	if err := st.Finish(ctx, j.ID, Exit{Status: StatusLost, Reason: "runner_lost", EndedAt: now}); !errors.Is(err, ErrNotChanged) {
+		t.Fatalf("finish over a terminal state = %v", err)
+	}
+	if err := st.MarkRunning(ctx, j.ID, 1, now, ""); !errors.Is(err, ErrNotChanged) {
+		t.Fatalf("running after end = %v", err)
+	}
+	j, _ = st.Get(ctx, j.ID)
+	if j.Status != StatusExited || *j.ExitCode != 3 || j.RunnerPID != 42 || j.PID != 77 || j.Reason != "exited" || j.StartedAt == nil || j.EndedAt == nil {
+		t.Fatalf("finished job = %+v", j)
+	}
+	if err := st.Finish(ctx, j.ID, Exit{Status: StatusRunning}); err == nil {
+		t.Fatal("finish with a non-terminal status accepted")
+	}
+}
+
+func TestFinishFillsTheStartOfAJobThatNeverReportedRunning(t *testing.T) {
+	st, _ := open(t)
+	ctx := context.Background()
+	now := time.Now()
+	st.Insert(ctx, &Job{ID: "0000000000000002", Mode: "stdio", CreatedAt: now, RunnerPID: 9})
+	j, _ := st.Get(ctx, "0000000000000002")
+	if j.Status != StatusStarting || j.RunnerPID != 9 {
+		t.Fatalf("job with known runner = %+v", j)
+	}
+	started := now.Add(time.Millisecond)
+	if err := st.Finish(ctx, j.ID, Exit{Status: StatusExited, ExitCode: intp(0), EndedAt: now, StartedAt: &started, PID: 5, Isolation: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = st.Get(ctx, j.ID)
+	if j.StartedAt == nil || !j.StartedAt.Equal(started.UTC()) || j.PID != 5 || j.Isolation != "x" {
+		t.Fatalf("finish did not fill the start: %+v", j)
+	}
+}
+
+func TestListOrderFilterAndUnfinished(t *testing.T) {
+	st, _ := open(t)
+	ctx := context.Background()
+	same := time.Now()
+	ids := []string{"00000000000000a1", "00000000000000a2", "00000000000000a3"}
+	for _, id := range ids {
+		st.Insert(ctx, &Job{ID: id, CreatedAt: same}) // same time: creation order decides
+	}
+	st.Finish(ctx, ids[1], Exit{Status: StatusFailed, EndedAt: same})
+	all, err := st.List(ctx, "", 10)
+	if err != nil || len(all) != 3 || all[0].ID != ids[2] || all[2].ID != ids[0] {
+		t.Fatalf("list = %v %v", all, err)
+	}
+	failed, _ := st.List(ctx, StatusFailed, 10)
+	if len(failed) != 1 || failed[0].ID != ids[1] {
+		t.Fatalf("filtered = %v", failed)
+	}
+	two, _ := st.List(ctx, "", 2)
+	if len(two) != 2 {
+		t.Fatalf("limit: %d", len(two))
+	}
+	empty, _ := st.List(ctx, StatusLost, 10)
+	if empty == nil || len(empty) != 0 {
+		t.Fatalf("empty list = %#v, want a non-nil empty slice", empty)
+	}
+	un, _ := st.Unfinished(ctx)
+	if len(un) != 2 {
+		t.Fatalf("unfinished = %d", len(un))
+	}
+	old, _ := st.EndedBefore(ctx, same.Add(time.Second))
+	if len(old) != 1 || old[0] != ids[1] {
+		t.Fatalf("ended before = %v", old)
+	}
+	if err := st.Delete(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, ids[1]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete = %v", err)
+	}
+	if _, err := st.Get(ctx, ids[1]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get deleted = %v", err)
+	}
+}
+
+func TestSchemaVersionAndNewerDatabaseRefused(t *testing.T) {
+	st, dir := open(t)
+	st.Close()
+	db, err := sql.Open("sqlite", filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	db.QueryRow(`PRAGMA user_version`).Scan(&v)
+	if v != SchemaVersion {
+		t.Fatalf("user_version = %d, want %d", v, SchemaVersion)
+	}
+	var mode string
+	db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+	if mode != "wal" {
+		t.Fatalf("journal_mode = %q", mode)
+	}
+	db.Exec(`PRAGMA user_version = 999`)
+	db.Close()
+	_, err = Open(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "999") || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("newer database: %v", err)
+	}
+	// Reopening a current database migrates nothing and keeps the rows.
+	dir2 := t.TempDir()
+	st2, _ := Open(context.Background(), dir2)
+	st2.Insert(context.Background(), &Job{ID: "00000000000000b1", CreatedAt: time.Now()})
+	st2.Close()
+	st3, err := Open(context.Background(), dir2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st3.Close()
+	if _, err := st3.Get(context.Background(), "00000000000000b1"); err != nil {
+		t.Fatalf("row lost on reopen: %v", err)
+	}
+}
