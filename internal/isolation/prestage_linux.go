@@ -22,9 +22,11 @@ type Stage struct {
 	theirs []*os.File
 }
 
-// NewStage prepares `runnerPath __stage` in its own session, with /dev/null
-// as its standard files until Send gives it the job's.
-func NewStage(runnerPath string) (*Stage, error) {
+// NewStage prepares `runnerPath __stage` in its own process group, with
+// /dev/null as its standard files until Send gives it the job's. With
+// cgroupFD ≥ 0 (an open cgroup v2 directory) the stage is born in that
+// cgroup.
+func NewStage(runnerPath string, cgroupFD int) (*Stage, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("stage config socket: %w", err)
@@ -47,6 +49,10 @@ func NewStage(runnerPath string) (*Stage, error) {
 	// that has not yet ignored SIGHUP would die of it); the terminal hangs
 	// up when the runner closes it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = cgroupFD
+	}
 	return &Stage{Cmd: cmd, conn: ours, status: stR, theirs: []*os.File{theirCfg, stW}}, nil
 }
 

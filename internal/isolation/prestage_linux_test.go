@@ -17,7 +17,7 @@ func startedStage(t testing.TB) *Stage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewStage(exe)
+	st, err := NewStage(exe, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,9 +33,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		}
 		j.runnerPID = row.RunnerPID
 		j.size = s.fileSize(row.ID)
-		if spec, err := runner.ReadSpec(s.cfg.StateDir, row.ID); err == nil {
-			j.key = spec.ControlKey
-		}
+		j.key = row.ControlKey
 		j.lastGrow = time.Now()
 		c := s.redial(j, row)
 		if c == nil {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,25 +245,15 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 		ForceIsolationFail: s.cfg.ForceIsolationFail,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),
 		MaxOutputBytes:     s.cfg.MaxOutputBytes,
-		MemoryMax:          s.cfg.MemoryMax,
-		PidsMax:            s.cfg.PidsMax,
-		DisableCgroup:      s.cfg.DisableCgroup,
 	}
-	if err := runner.WriteSpec(spec); err != nil {
-		return err
-	}
-	// The output log exists from the start, so a wait at offset 0 and the
-	// output_path of the first answer are valid at once.
-	if f, err := os.OpenFile(filepath.Join(j.dir, runner.OutputFile), os.O_CREATE|os.O_WRONLY, 0o600); err != nil {
-		return fmt.Errorf("create output log of job %s: %w", j.id, err)
-	} else {
-		f.Close()
-	}
+	// The spec travels in the assign message, and output.log is made by
+	// the runner: on a slow disk every file made here is felt by every job.
+	// A missing output.log reads as empty.
 	now := time.Now()
 	// With a warm runner at hand the row is born "starting" with its
 	// runner: one write instead of two on the path of every job.
 	ir := s.takeIdle()
-	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now}
+	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now, ControlKey: j.key}
 	if ir != nil {
 		row.RunnerPID = ir.pid
 	}
@@ -349,7 +340,19 @@ func (s *Service) assign(spec *runner.Spec, ir *idleRunner) (int, *proto.Conn, e
 		}
 		return ir.pid, ir.conn, nil
 	}
-	return s.spawn(spec.Dir, "--job-id", spec.ID)
+	pid, conn, err := s.spawn(spec.Dir, spec.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	raw, err := json.Marshal(spec)
+	if err == nil {
+		err = conn.Send(&proto.Msg{T: proto.TAssign, Spec: raw})
+	}
+	if err != nil {
+		conn.Close()
+		return 0, nil, fmt.Errorf("hand job %s to its runner: %w", spec.ID, err)
+	}
+	return pid, conn, nil
 }
 
 // idleRunner is a started runner waiting for its job.
@@ -364,7 +367,7 @@ type idleRunner struct {
 func (s *Service) fillPool() {
 	defer s.wg.Done()
 	for {
-		pid, conn, err := s.spawn(s.cfg.StateDir, "--pool", "--job-id", runner.PoolPlaceholder)
+		pid, conn, err := s.spawn(s.cfg.StateDir, runner.PoolPlaceholder)
 		if err != nil {
 			s.log.Error("start warm runner", "err", err)
 			select {
@@ -385,7 +388,8 @@ func (s *Service) fillPool() {
 
 // spawn starts a runner in its own session, handing it one end of a
 // socketpair as its control channel; its stderr goes to runner.log in dir.
-func (s *Service) spawn(dir string, args ...string) (int, *proto.Conn, error) {
+// shownID is the job id its arguments show (a placeholder for a warm one).
+func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("socketpair: %w", err)
@@ -399,7 +403,17 @@ func (s *Service) spawn(dir string, args ...string) (int, *proto.Conn, error) {
 		return 0, nil, fmt.Errorf("open runner log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(s.cfg.RunnerPath, append([]string{"--state-dir", s.cfg.StateDir, "--ctl-fd", "3"}, args...)...)
+	args := []string{"--state-dir", s.cfg.StateDir, "--ctl-fd", "3", "--job-id", shownID}
+	if s.cfg.MemoryMax > 0 {
+		args = append(args, "--memory-max", strconv.FormatInt(s.cfg.MemoryMax, 10))
+	}
+	if s.cfg.PidsMax > 0 {
+		args = append(args, "--pids-max", strconv.FormatInt(s.cfg.PidsMax, 10))
+	}
+	if s.cfg.DisableCgroup {
+		args = append(args, "--no-cgroup")
+	}
+	cmd := exec.Command(s.cfg.RunnerPath, args...)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}

@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -95,16 +97,19 @@ type Runner struct {
 
 // Main runs the runner's command line and returns its exit status.
 //
-//	shellctl-runner --state-dir DIR --job-id ID [--ctl-fd N]   run job ID now
-//	shellctl-runner --state-dir DIR --pool --ctl-fd N          start, then wait for a job
+//	shellctl-runner --state-dir DIR --ctl-fd N [--job-id ID] [--memory-max BYTES] [--pids-max N] [--no-cgroup]
 //
-// A pooled runner is started by the server before any job needs it: it
-// starts its isolation stage at once and then waits for an assign message
-// carrying the job's spec, so a job's start costs no process start-up.
+// The runner starts its job's process group (a cgroup where the machine has
+// one) and its isolation stage at once, then waits on the control channel
+// for an assign message carrying the job's spec. The server keeps a few
+// runners started this way ahead of need (a job's start then costs no
+// process start-up), and starts one on demand when none is ready; both take
+// the same path. --job-id only names the job in the runner's arguments (for
+// ps): a warm runner is started with a placeholder that the id replaces.
 func Main(args []string) int {
-	var stateDir, id string
-	pool := false
+	var stateDir string
 	ctlFD := -1
+	var opts proctree.Options
 	for i := 0; i < len(args); i++ {
 		next := func() string {
 			if i+1 < len(args) {
@@ -113,42 +118,46 @@ func Main(args []string) int {
 			}
 			return ""
 		}
-		switch args[i] {
+		switch a := args[i]; a {
 		case "--state-dir":
 			stateDir = next()
 		case "--job-id":
-			id = next()
-			if id == PoolPlaceholder {
-				id = ""
+			next()
+		case "--ctl-fd", "--memory-max", "--pids-max":
+			v := next()
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				fmt.Fprintf(os.Stderr, "shellctl-runner: %s %q is not a non-negative number\n", a, v)
+				return 2
 			}
-		case "--pool":
-			pool = true
-		case "--ctl-fd":
-			n, err := strconv.Atoi(next())
-			if err == nil {
-				ctlFD = n
+			switch a {
+			case "--ctl-fd":
+				ctlFD = int(n)
+			case "--memory-max":
+				opts.MemoryMax = n
+			case "--pids-max":
+				opts.PidsMax = n
 			}
+		case "--no-cgroup":
+			opts.DisableCgroup = true
+		default:
+			fmt.Fprintf(os.Stderr, "shellctl-runner: unknown argument %q\n", a)
+			return 2
 		}
 	}
-	if stateDir == "" || (id == "") == !pool || (pool && ctlFD < 0) {
-		fmt.Fprintln(os.Stderr, "usage: shellctl-runner --state-dir DIR (--job-id ID [--ctl-fd N] | --pool --ctl-fd N)")
+	if stateDir == "" || ctlFD < 0 {
+		fmt.Fprintln(os.Stderr, "usage: shellctl-runner --state-dir DIR --ctl-fd N [--job-id ID] [--memory-max BYTES] [--pids-max N] [--no-cgroup]")
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	var ctl *proto.Conn
-	if ctlFD >= 0 {
-		f := os.NewFile(uintptr(ctlFD), "ctl")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			log.Error("control channel", "err", err)
-			if pool {
-				return 1
-			}
-		} else {
-			ctl = proto.NewConn(c)
-		}
+	f := os.NewFile(uintptr(ctlFD), "ctl")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		log.Error("control channel", "err", err)
+		return 1
 	}
+	ctl := proto.NewConn(c)
 	r := &Runner{
 		log:       log,
 		conns:     map[*proto.Conn]struct{}{},
@@ -173,43 +182,31 @@ func Main(args []string) int {
 		}
 	}()
 	go r.reap(sigCh)
-	if err := r.prestart(); err != nil {
-		log.Error("start stage", "err", err)
-		if !pool {
-			fail(ctl, stateDir, id, err)
+	prepErr := r.prestart(opts)
+	spec, err := r.awaitAssign(ctl)
+	if err != nil {
+		// The server went away before it needed us: leave quietly (the
+		// waiting stage fails on its closed config socket).
+		if r.stage != nil {
+			r.stage.Close()
 		}
+		r.closeTracker()
+		return 0
+	}
+	r.spec = spec
+	showJobID(spec.ID)
+	r.log = log.With("job", spec.ID)
+	r.addConn(ctl)
+	if prepErr != nil {
+		r.finishFailed(prepErr)
 		return 1
-	}
-	if pool {
-		spec, err := r.awaitAssign(ctl)
-		if err != nil {
-			// The server went away before it needed us: leave quietly
-			// (the waiting stage fails on its closed config socket).
-			r.stage.Close()
-			return 0
-		}
-		r.spec = spec
-		showJobID(spec.ID)
-	} else {
-		spec, err := ReadSpec(stateDir, id)
-		if err != nil {
-			log.Error("read spec", "err", err)
-			r.stage.Close()
-			fail(ctl, stateDir, id, err)
-			return 1
-		}
-		r.spec = spec
-	}
-	r.log = log.With("job", r.spec.ID)
-	if ctl != nil {
-		r.addConn(ctl)
 	}
 	return r.run()
 }
 
-// PoolPlaceholder stands for the job id in a pooled runner's arguments
-// until it gets its job; then the id is written over it, so `ps` and
-// /proc/<pid>/cmdline name the job a runner serves, pooled or not.
+// PoolPlaceholder stands for the job id in a warm runner's arguments until
+// it gets its job; then the id is written over it, so `ps` and
+// /proc/<pid>/cmdline name the job a runner serves.
 const PoolPlaceholder = "________________"
 
 // showJobID writes id over the placeholder argument. Go's os.Args strings
@@ -223,28 +220,68 @@ func showJobID(id string) {
 	}
 }
 
-// prestart starts the isolation stage, which waits for its job.
-func (r *Runner) prestart() error {
+// prestart makes the job's process group and starts the isolation stage
+// inside it, which then waits for its job. With a cgroup the stage is born
+// in it (clone into the cgroup): moving a running process into a cgroup
+// waits for the kernel's RCU machinery, milliseconds that would otherwise
+// sit on the path of every job.
+func (r *Runner) prestart(opts proctree.Options) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
 	}
 	r.self = self
-	// The runner is the child subreaper of everything its job starts, so
-	// orphans of the tree stay visible to it (and are reaped by it).
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("become child subreaper: %w", err)
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	opts.Name = fmt.Sprintf("shellctl-%d-%s", os.Getpid(), hex.EncodeToString(nonce[:]))
+	// NewTracker also makes the runner the child subreaper of everything
+	// its job starts, so orphans of the tree stay visible to it (and are
+	// reaped by it).
+	tr, _, err := proctree.NewTracker(opts)
+	if err != nil {
+		return fmt.Errorf("track process tree: %w", err)
 	}
-	st, err := isolation.NewStage(self)
+	r.rmu.Lock()
+	r.tracker = tr
+	r.rmu.Unlock()
+	cgfd, err := proctree.OpenCgroupFD(tr)
+	if err != nil {
+		cgfd = -1
+	}
+	st, err := isolation.NewStage(self, cgfd)
+	if err != nil {
+		if cgfd >= 0 {
+			unix.Close(cgfd)
+		}
+		return err
+	}
+	err = st.Start()
+	if cgfd >= 0 {
+		unix.Close(cgfd)
+	}
 	if err != nil {
 		return err
 	}
-	if err := st.Start(); err != nil {
-		return err
+	if cgfd < 0 {
+		if err := tr.Add(st.PID()); err != nil {
+			r.log.Warn("track job process", "pid", st.PID(), "err", err)
+		}
 	}
 	r.stage = st
 	r.setMainPID(st.PID())
 	return nil
+}
+
+// closeTracker removes the job's cgroup when nothing is left in it. A job
+// that ended by itself may have left work running (a `nohup cmd &`): that
+// keeps its group, which the kernel frees once the last process leaves.
+func (r *Runner) closeTracker() {
+	r.rmu.Lock()
+	tr := r.tracker
+	r.rmu.Unlock()
+	if tr != nil {
+		_ = tr.Close()
+	}
 }
 
 // awaitAssign waits on the control channel for the job to run. The stage
@@ -259,32 +296,25 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 		m, err := ctl.Recv()
 		ch <- got{m, err}
 	}()
+	var g got
 	select {
-	case g := <-ch:
-		if g.err != nil {
-			return nil, g.err
-		}
-		if g.m.T != proto.TAssign {
-			return nil, fmt.Errorf("expected %s, got %s", proto.TAssign, g.m.T)
-		}
-		spec := new(Spec)
-		if err := json.Unmarshal(g.m.Spec, spec); err != nil {
-			return nil, fmt.Errorf("decode assigned spec: %w", err)
-		}
-		return spec, nil
+	case g = <-ch:
 	case ws := <-r.mainState:
-		code, _ := exitOf(ws)
-		return nil, fmt.Errorf("stage ended before its job (code %d)", code)
+		// Keep the status for waitAndFinish should a job still come.
+		r.mainState <- ws
+		g = <-ch
 	}
-}
-
-// fail records a job that could not even be set up.
-func fail(ctl *proto.Conn, stateDir, id string, err error) {
-	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
-	if ctl != nil && ctl.Send(m) == nil {
-		return
+	if g.err != nil {
+		return nil, g.err
 	}
-	_ = recordExit(stateDir, id, m)
+	if g.m.T != proto.TAssign {
+		return nil, fmt.Errorf("expected %s, got %s", proto.TAssign, g.m.T)
+	}
+	spec := new(Spec)
+	if err := json.Unmarshal(g.m.Spec, spec); err != nil {
+		return nil, fmt.Errorf("decode assigned spec: %w", err)
+	}
+	return spec, nil
 }
 
 func (r *Runner) run() int {
@@ -300,27 +330,13 @@ func (r *Runner) run() int {
 	go r.accept()
 	go r.sendSizes()
 
-	tr, _, err := proctree.NewTracker(proctree.Options{
-		Name:          "shellctl-" + s.ID,
-		MemoryMax:     s.MemoryMax,
-		PidsMax:       s.PidsMax,
-		DisableCgroup: s.DisableCgroup,
-	})
-	if err != nil {
-		r.stage.Close()
-		r.finishFailed(fmt.Errorf("track process tree: %w", err))
-		return 1
-	}
-	r.rmu.Lock()
-	r.tracker = tr
-	r.rmu.Unlock()
-
 	if err := r.start(); err != nil {
 		r.stage.Close()
 		r.finishFailed(err)
 		return 1
 	}
 	r.waitAndFinish()
+	r.closeTracker()
 	return 0
 }
 
@@ -379,13 +395,10 @@ func exitOf(ws unix.WaitStatus) (code, sig int) {
 	return 128, 0
 }
 
-// begin puts the stage under tracking and records the job's start; the
-// stage's pid becomes the job's pid when it executes the script.
+// begin records the job's start; the stage's pid becomes the job's pid when
+// it executes the script.
 func (r *Runner) begin() {
 	pid := r.stage.PID()
-	if err := r.tracker.Add(pid); err != nil {
-		r.log.Warn("track job process", "pid", pid, "err", err)
-	}
 	r.mu.Lock()
 	r.pid = pid
 	r.startedAt = time.Now()
@@ -634,21 +647,37 @@ func (r *Runner) input(b []byte) string {
 	}
 }
 
-// sendSizes publishes output growth, coalesced: a burst of writes costs one
-// message per round trip, never a queue that grows with the output.
+// sizeEventGap is the least time between two "output grew" events while
+// output streams: the first byte after a quiet spell is announced at once,
+// a flood costs at most one event per gap instead of one per write (which
+// for a job printing hundreds of MB/s would make the events, not the
+// output, the work). A millisecond is far below anything a waiter can tell.
+const sizeEventGap = time.Millisecond
+
+// sendSizes publishes output growth, coalesced: never a queue that grows
+// with the output.
 func (r *Runner) sendSizes() {
 	var last int64 = -1
+	var lastSent time.Time
 	for {
 		select {
 		case <-r.sizeCh:
 		case <-r.done:
 			return
 		}
+		if wait := sizeEventGap - time.Since(lastSent); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-r.done:
+				return
+			}
+		}
 		n := r.size.Load()
 		if n == last {
 			continue
 		}
 		last = n
+		lastSent = time.Now()
 		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n})
 	}
 }

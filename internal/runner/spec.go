@@ -6,9 +6,6 @@
 package runner
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/shellctl/shellctl/internal/isolation"
@@ -16,15 +13,14 @@ import (
 
 // Files of a job directory.
 const (
-	SpecFile   = "spec.json"
 	ScriptFile = "script"
 	OutputFile = "output.log"
 	StderrFile = "stderr.log"
 	SocketFile = "ctl.sock"
 )
 
-// Spec is everything a runner needs to run one job, written by the server
-// into the job directory before the runner starts. Every default is already
+// Spec is everything a runner needs to run one job, sent by the server in
+// the assign message. Every default is already
 // filled in: the runner decides nothing the server could have decided.
 type Spec struct {
 	ID       string `json:"id"`
@@ -49,35 +45,7 @@ type Spec struct {
 
 	MaxRuntimeSeconds float64 `json:"max_runtime_seconds,omitempty"` // 0 = no limit
 	MaxOutputBytes    int64   `json:"max_output_bytes,omitempty"`    // 0 = no limit
-	MemoryMax         int64   `json:"memory_max,omitempty"`
-	PidsMax           int64   `json:"pids_max,omitempty"`
-	DisableCgroup     bool    `json:"disable_cgroup,omitempty"`
 }
 
 // JobDir is the directory of job id under stateDir.
 func JobDir(stateDir, id string) string { return filepath.Join(stateDir, "jobs", id) }
-
-// WriteSpec writes s into its job directory (0600).
-func WriteSpec(s *Spec) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("encode spec of job %s: %w", s.ID, err)
-	}
-	if err := os.WriteFile(filepath.Join(s.Dir, SpecFile), b, 0o600); err != nil {
-		return fmt.Errorf("write spec of job %s: %w", s.ID, err)
-	}
-	return nil
-}
-
-// ReadSpec reads the spec of job id.
-func ReadSpec(stateDir, id string) (*Spec, error) {
-	b, err := os.ReadFile(filepath.Join(JobDir(stateDir, id), SpecFile))
-	if err != nil {
-		return nil, fmt.Errorf("read spec of job %s: %w", id, err)
-	}
-	s := new(Spec)
-	if err := json.Unmarshal(b, s); err != nil {
-		return nil, fmt.Errorf("decode spec of job %s: %w", id, err)
-	}
-	return s, nil
-}

@@ -21,6 +21,10 @@ import (
 // keep a runner's memory flat.
 const stdioBuffer = 256 << 10
 
+// stdioPipeSize is the size asked for the stdout pipe: 1 MiB is Linux's
+// default cap for unprivileged pipes (/proc/sys/fs/pipe-max-size).
+const stdioPipeSize = 1 << 20
+
 // start launches the job's process through the isolation stage.
 func (r *Runner) start() error {
 	s := r.spec
@@ -100,6 +104,11 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("make stdout pipe: %w", err)
+	}
+	// A bigger pipe means fewer wake-ups of the job and of us per megabyte
+	// (the default holds 64 KiB). Best effort: the system's cap may be lower.
+	if rc, err := outR.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, stdioPipeSize) })
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {

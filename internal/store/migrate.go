@@ -30,6 +30,9 @@ var migrations = []string{
 	);
 	CREATE INDEX jobs_status ON jobs(status);
 	CREATE INDEX jobs_ended ON jobs(ended_at) WHERE ended_at IS NOT NULL;`,
+	// 1 → 2: the key a restarted server proves itself with to a runner's
+	// control socket (it used to sit in a spec file in the job directory).
+	`ALTER TABLE jobs ADD COLUMN control_key TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the version this build writes.

@@ -66,6 +66,9 @@ type Job struct {
 	RunnerPID int
 	PID       int
 	Isolation string // JSON of what isolation was applied, as the runner reported it
+	// ControlKey is what a server proves itself with to the job's runner
+	// (never served by the API).
+	ControlKey string
 }
 
 // Store is an open database.
@@ -105,7 +108,7 @@ func Open(ctx context.Context, stateDir string) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation`
+const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key`
 
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
@@ -121,7 +124,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		return st
 	}
 	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
-	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
 	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ? WHERE id = ? AND status IN ('created','starting')`)
@@ -146,7 +149,7 @@ func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
 	var exit, started, ended sql.NullInt64
 	var created int64
 	if err := sc.Scan(&j.ID, &j.Seq, &j.Status, &exit, &j.Mode, &j.Cwd, &j.SessionID, &created, &started, &ended,
-		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation); err != nil {
+		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation, &j.ControlKey); err != nil {
 		return nil, err
 	}
 	j.CreatedAt = time.Unix(0, created).UTC()
@@ -172,7 +175,7 @@ func (s *Store) Insert(ctx context.Context, j *Job) error {
 	if j.RunnerPID != 0 {
 		status = StatusStarting
 	}
-	_, err := s.stmtInsert.ExecContext(ctx, j.ID, status, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano(), j.RunnerPID)
+	_, err := s.stmtInsert.ExecContext(ctx, j.ID, status, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano(), j.RunnerPID, j.ControlKey)
 	if err != nil {
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
