@@ -82,11 +82,12 @@ type Runner struct {
 	exitAck   chan struct{}
 	ackOnce   sync.Once
 
-	tracker  proctree.Tracker // set under rmu (the reaper reads it)
-	stage    *isolation.Stage
-	master   *os.File      // pty mode
-	pumpDone chan struct{} // closed when all output is on disk
-	inputCh  chan []byte
+	tracker    proctree.Tracker // set under rmu (the reaper reads it)
+	cgroupPath string           // the job's cgroup directory, when it has one
+	stage      *isolation.Stage
+	master     *os.File      // pty mode
+	pumpDone   chan struct{} // closed when all output is on disk
+	inputCh    chan []byte
 
 	// reaper state
 	rmu       sync.Mutex
@@ -186,9 +187,14 @@ func Main(args []string) int {
 	spec, err := r.awaitAssign(ctl)
 	if err != nil {
 		// The server went away before it needed us: leave quietly (the
-		// waiting stage fails on its closed config socket).
+		// waiting stage fails on its closed config socket, and is gone
+		// before its group is removed).
 		if r.stage != nil {
 			r.stage.Close()
+			select {
+			case <-r.mainState:
+			case <-time.After(leftoverWait):
+			}
 		}
 		r.closeTracker()
 		return 0
@@ -237,12 +243,15 @@ func (r *Runner) prestart(opts proctree.Options) error {
 	// NewTracker also makes the runner the child subreaper of everything
 	// its job starts, so orphans of the tree stay visible to it (and are
 	// reaped by it).
-	tr, _, err := proctree.NewTracker(opts)
+	tr, info, err := proctree.NewTracker(opts)
 	if err != nil {
 		return fmt.Errorf("track process tree: %w", err)
 	}
 	r.rmu.Lock()
 	r.tracker = tr
+	if info.Kind == proctree.KindCgroup2 {
+		r.cgroupPath = info.Path
+	}
 	r.rmu.Unlock()
 	cgfd, err := proctree.OpenCgroupFD(tr)
 	if err != nil {
@@ -272,15 +281,35 @@ func (r *Runner) prestart(opts proctree.Options) error {
 	return nil
 }
 
-// closeTracker removes the job's cgroup when nothing is left in it. A job
-// that ended by itself may have left work running (a `nohup cmd &`): that
-// keeps its group, which the kernel frees once the last process leaves.
+// leftoverWait bounds how long a finished runner waits for the last
+// processes of its job's group to be gone before it looks at what is left.
+const leftoverWait = 200 * time.Millisecond
+
+// closeTracker removes the job's cgroup once the job is over. What a job
+// that ended by itself left running (a `nohup cmd &` server) is no longer
+// the job's: it is moved up to the parent group, so the job's group can go
+// and no empty groups pile up over a sandbox's life.
 func (r *Runner) closeTracker() {
 	r.rmu.Lock()
 	tr := r.tracker
+	path := r.cgroupPath
 	r.rmu.Unlock()
-	if tr != nil {
-		_ = tr.Close()
+	if tr == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leftoverWait)
+	err := tr.WaitEmpty(ctx)
+	cancel()
+	if err != nil && path != "" {
+		if pids, perr := tr.Pids(); perr == nil {
+			parent := filepath.Join(filepath.Dir(path), "cgroup.procs")
+			for _, pid := range pids {
+				_ = os.WriteFile(parent, []byte(strconv.Itoa(pid)), 0)
+			}
+		}
+	}
+	if err := tr.Close(); err != nil {
+		r.log.Warn("remove the job's cgroup", "err", err)
 	}
 }
 
