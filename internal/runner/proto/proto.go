@@ -95,24 +95,26 @@ func (c *Conn) Send(m *Msg) error {
 	return nil
 }
 
-// Recv reads one message; io.EOF when the peer closed.
+// Recv reads one message; io.EOF when the peer closed between messages,
+// io.ErrUnexpectedEOF when it closed inside one.
 func (c *Conn) Recv() (*Msg, error) {
 	var line []byte
 	for {
-		part, isPrefix, err := c.r.ReadLine()
-		if err != nil {
-			if err == io.EOF && len(line) > 0 {
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
+		part, err := c.r.ReadSlice('\n')
 		line = append(line, part...)
 		if len(line) > maxLine {
 			return nil, fmt.Errorf("control message longer than %d bytes", maxLine)
 		}
-		if !isPrefix {
-			break
+		if err == bufio.ErrBufferFull {
+			continue
 		}
+		if err == io.EOF && len(line) > 0 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	m := new(Msg)
 	if err := json.Unmarshal(line, m); err != nil {

@@ -1,0 +1,106 @@
+package proto
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func pair(t *testing.T) (*Conn, *Conn) {
+	t.Helper()
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return NewConn(a), NewConn(b)
+}
+
+func TestRoundTripKeepsBytesAndNullExitCode(t *testing.T) {
+	a, b := pair(t)
+	code := 0
+	data := []byte("line\r\n\x00\xff\x1b[31m")
+	go func() {
+		a.Send(&Msg{T: TInput, ID: 7, Data: data})
+		a.Send(&Msg{T: TExit, ExitCode: &code, Status: "exited"})
+		a.Send(&Msg{T: TExit, Status: "lost"})
+	}()
+	m, err := b.Recv()
+	if err != nil || m.T != TInput || m.ID != 7 || !bytes.Equal(m.Data, data) {
+		t.Fatalf("input = %+v %v", m, err)
+	}
+	m, _ = b.Recv()
+	if m.ExitCode == nil || *m.ExitCode != 0 {
+		t.Fatalf("exit code 0 lost: %+v", m)
+	}
+	m, _ = b.Recv()
+	if m.ExitCode != nil {
+		t.Fatalf("absent exit code became %d", *m.ExitCode)
+	}
+}
+
+func TestLargeInputFitsAndOversizedLineIsRefused(t *testing.T) {
+	a, b := pair(t)
+	big := bytes.Repeat([]byte("x"), 1<<20) // the API's input limit
+	go a.Send(&Msg{T: TInput, Data: big})
+	m, err := b.Recv()
+	if err != nil || len(m.Data) != len(big) {
+		t.Fatalf("1 MiB input: %v (%d bytes)", err, len(m.Data))
+	}
+	go a.c.Write([]byte(strings.Repeat("y", maxLine+10) + "\n"))
+	if _, err := b.Recv(); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("oversized line: %v", err)
+	}
+}
+
+func TestEOFAndTruncatedMessage(t *testing.T) {
+	a, b := pair(t)
+	go func() { a.c.Write([]byte(`{"t":"out"`)); a.Close() }()
+	if _, err := b.Recv(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("truncated: %v", err)
+	}
+	c, d := pair(t)
+	c.Close()
+	if _, err := d.Recv(); err != io.EOF {
+		t.Fatalf("closed: %v", err)
+	}
+}
+
+// A state dir deeper than sockaddr_un allows still gets its socket, reached
+// through /proc/self/fd.
+func TestListenAndDialWithALongPath(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if len(filepath.Join(long, "ctl.sock")) <= maxSunPath {
+		t.Fatal("path not long enough for the test")
+	}
+	l, err := Listen(long, "ctl.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			NewConn(c).Send(&Msg{T: TState, Size: 42})
+		}
+	}()
+	c, err := Dial(long, "ctl.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	m, err := c.Recv()
+	if err != nil || m.Size != 42 {
+		t.Fatalf("recv over long path: %+v %v", m, err)
+	}
+	if _, err := os.Stat(filepath.Join(long, "ctl.sock")); err != nil {
+		t.Fatalf("socket file not at its path: %v", err)
+	}
+}
