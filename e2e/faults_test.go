@@ -700,9 +700,6 @@ func TestFaultNohupChildSurvivesNormalEnd(t *testing.T) {
 	s := startServer(t, serverOpts{})
 	for _, mode := range fxModes {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "pty" {
-				fxKnownBug(t, "pty: the job's shell is the session leader, so its exit hangs up the terminal and SIGHUP reaches a `nohup cmd &` child before nohup ignores SIGHUP (since jobs start with default signals, 49c3921)")
-			}
 			dir := fxJobDir(t)
 			res, out := s.runDone(t, client.RunRequest{Script: `nohup sleep 300 >/dev/null 2>&1 & echo $! > pid; echo started`, Mode: mode, Cwd: dir, Timeout: 10})
 			pid := fxReadPID(t, filepath.Join(dir, "pid"))
@@ -889,7 +886,6 @@ func TestFaultStaleRowsEndOnRestart(t *testing.T) {
 // script, a job reported exited did. The kill lands at a few moments of the
 // burst; which states it catches varies from run to run.
 func TestFaultServerKilledDuringRunBurst(t *testing.T) {
-	fxKnownBug(t, "a row still created when the server dies (runner assigned, MarkStarting not yet done) becomes failed/runner_never_started on restart although its runner runs the script (internal/jobs/service.go assign before MarkStarting; reconcile.go redial gives up at once on runner_pid 0)")
 	for _, delay := range []time.Duration{0, 5 * time.Millisecond, 10 * time.Millisecond, 15 * time.Millisecond, 25 * time.Millisecond, 40 * time.Millisecond} {
 		t.Run(delay.String(), func(t *testing.T) {
 			s := startServer(t, serverOpts{})

@@ -51,6 +51,7 @@ type server struct {
 	Token    string
 	args     []string
 	env      []string
+	extra    []*os.File
 	c        *client.Client
 	done     chan struct{}
 }
@@ -61,6 +62,9 @@ type serverOpts struct {
 	env      []string // extra environment of the server
 	home     string   // reuse a Home (restart tests)
 	stateDir string   // reuse a state dir (restart tests)
+	// extraFiles are handed to the server as fds 3…, as a careless parent
+	// would leak them.
+	extraFiles []*os.File
 }
 
 func startServer(t *testing.T, o serverOpts) *server {
@@ -73,7 +77,7 @@ func startServer(t *testing.T, o serverOpts) *server {
 	if state == "" {
 		state = filepath.Join(t.TempDir(), "state")
 	}
-	s := &server{t: t, Home: home, StateDir: state, Token: o.token, args: o.args, env: o.env}
+	s := &server{t: t, Home: home, StateDir: state, Token: o.token, args: o.args, env: o.env, extra: o.extraFiles}
 	s.start()
 	t.Cleanup(func() { s.terminateAll(); s.kill(syscall.SIGKILL); s.cleanupJobs() })
 	return s
@@ -90,6 +94,7 @@ func (s *server) start() {
 	}
 	cmd := exec.Command(filepath.Join(binDir, "shellctl"), args...)
 	cmd.Env = append([]string{"HOME=" + s.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}, s.env...)
+	cmd.ExtraFiles = s.extra
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

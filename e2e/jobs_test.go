@@ -613,3 +613,23 @@ func TestJobStartsWithDefaultSignals(t *testing.T) {
 		}
 	}
 }
+
+// A job gets fds 0, 1 and 2 and nothing else, even from a server whose own
+// parent leaked descriptors to it.
+func TestJobGetsOnlyItsStandardFiles(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	// fds 3 and 4 get overwritten on the way; 5 would survive to the job.
+	s := startServer(t, serverOpts{extraFiles: []*os.File{w, w, w}})
+	for _, mode := range []string{"pty", "stdio"} {
+		// ls's own directory descriptor is 3.
+		res, out := s.runDone(t, client.RunRequest{Script: "exec ls /proc/self/fd", Mode: mode})
+		if code(res) != 0 || strings.Fields(out)[0] != "0" || strings.Join(strings.Fields(out), " ") != "0 1 2 3" {
+			t.Errorf("%s: the job's descriptors are %q, want 0 1 2 (and ls's 3)", mode, out)
+		}
+	}
+}

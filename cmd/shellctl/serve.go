@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/server"
 )
@@ -91,6 +92,10 @@ func serveCmd() *cobra.Command {
 			if err := cfg.CheckToken(); err != nil {
 				return err
 			}
+			// Descriptors this process inherited (a terminal's, a CI
+			// harness's pipe) must not live on in runners and jobs, which
+			// outlive us: they would hold them open for as long.
+			_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			s, err := server.Start(ctx, cfg)

@@ -102,6 +102,11 @@ func StageMain() {
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
 		fail(ExitSetupFailed, "clear the signal mask: %v", err)
 	}
+	// Only 0, 1 and 2 reach the job: whatever else this process holds —
+	// descriptors its ancestors leaked to it included — closes at exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fail(ExitSetupFailed, "mark descriptors close-on-exec: %v", err)
+	}
 	err = syscall.Exec(prog, cfg.Argv, cfg.Env)
 	code := ExitCannotExec
 	if errors.Is(err, syscall.ENOENT) {
