@@ -712,6 +712,7 @@ func (r *Runner) sendSizes() {
 }
 
 // outWriter writes output.log, counts it and enforces --max-output-bytes.
+// Only one goroutine writes at a time (the pump of the job's output).
 type outWriter struct {
 	r   *Runner
 	f   *os.File
@@ -735,7 +736,10 @@ func (w *outWriter) Write(p []byte) (int, error) {
 		}
 	}
 	if len(p) > 0 {
-		m, err := w.f.Write(p)
+		// The runner is output.log's only writer and size is where it
+		// ends: positioned writes let splice (which refuses append-mode
+		// files) share the file with Write.
+		m, err := w.f.WriteAt(p, w.r.size.Load())
 		if m > 0 {
 			w.r.grew(int64(m))
 		}
