@@ -21,10 +21,6 @@ type procStat struct {
 // task only waits to be reaped and can do nothing any more.
 func (s procStat) gone() bool { return s.state == 'Z' || s.state == 'X' || s.state == 'x' }
 
-// stopped reports a process in stopped (T) or tracing stop (t): a caught
-// SIGTERM only runs once it gets SIGCONT.
-func (s procStat) stopped() bool { return s.state == 'T' || s.state == 't' }
-
 var errBadStat = errors.New("malformed /proc stat line")
 
 // parseStat parses a /proc/<pid>/stat line. comm (field 2) may hold spaces and

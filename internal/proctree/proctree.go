@@ -50,7 +50,8 @@ type Tracker interface {
 	// a zombie has exited, it only waits for its parent to reap it.
 	Pids() ([]int, error)
 	// Signal sends sig to every process of the job. After SIGTERM, SIGINT or
-	// SIGHUP, stopped processes also get SIGCONT so they can act on it.
+	// SIGHUP every process also gets SIGCONT, so a stopped one can act on it
+	// (only SIGKILL acts on a stopped process by itself).
 	Signal(sig syscall.Signal) error
 	// Kill sends SIGKILL to every process of the job, including processes
 	// forked while it runs (cgroup.kill, or repeated walks).
@@ -120,8 +121,8 @@ const (
 )
 
 // Ladder ends the job: SIGINT to fgPgrp (the terminal's foreground process
-// group, 0 if none) and SIGTERM to the tree (plus SIGCONT to stopped
-// processes); when grace runs out, SIGKILL to everything left. It returns as
+// group, 0 if none) and SIGTERM to the tree (followed by SIGCONT, so
+// stopped processes act on it); when grace runs out, SIGKILL to everything left. It returns as
 // soon as the tree is empty, and returns nil only when no process of the job
 // remains. On an empty tree it returns nil at once, so a second Ladder is a
 // no-op. grace <= 0 goes straight to SIGKILL. ctx bounds the whole ladder: a

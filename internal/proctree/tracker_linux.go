@@ -655,9 +655,15 @@ func signalWalk(list func() ([]procStat, error), sig syscall.Signal, quiet, maxR
 // is the one of the walk, and signals through the pidfd reach it and nothing
 // else, even if it exits and its pid is recycled meanwhile.
 //
-// Stopped processes: a caught SIGTERM/SIGINT/SIGHUP is only handled once the
-// process runs again, so they also get SIGCONT. (SIGKILL, and a fatal signal
-// with the default action, end a stopped process without it.)
+// Stopped processes: only SIGKILL acts on a stopped process; any other
+// signal, even one whose default action is to terminate, stays pending until
+// SIGCONT. So SIGTERM/SIGINT/SIGHUP are followed by SIGCONT — to every
+// process, not only those in state T: a stop can be pending but not yet in
+// effect (e.g. `kill -STOP` hit a just-forked child that has not run yet and
+// has signals blocked), the process then reads as R or D and would stop
+// right after our SIGTERM. Generating SIGCONT discards pending stop signals,
+// which closes that window. (Seen as a flaky "stopped processes" test that
+// waited the full grace.)
 func signalProc(p procStat, sig syscall.Signal) error {
 	fd, err := unix.PidfdOpen(p.pid, 0)
 	if err != nil {
@@ -680,7 +686,7 @@ func signalProc(p procStat, sig syscall.Signal) error {
 		}
 		return err
 	}
-	if cur.stopped() && wakesStopped(sig) {
+	if wakesStopped(sig) {
 		if err := unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 			return err
 		}
@@ -698,7 +704,7 @@ func signalByPid(p procStat, sig syscall.Signal) error {
 	if err := unix.Kill(p.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		return err
 	}
-	if cur.stopped() && wakesStopped(sig) {
+	if wakesStopped(sig) {
 		if err := unix.Kill(p.pid, unix.SIGCONT); err != nil && !errors.Is(err, unix.ESRCH) {
 			return err
 		}
