@@ -80,9 +80,13 @@ type Conn struct {
 // base64 grows by a third.
 const maxLine = 2 << 20
 
+// readBuffer holds a typical message whole; the rare long one (input)
+// is assembled past it. Small, since every runner holds one per connection.
+const readBuffer = 4 << 10
+
 // NewConn wraps a connected socket.
 func NewConn(c net.Conn) *Conn {
-	return &Conn{c: c, r: bufio.NewReaderSize(c, 64<<10), enc: json.NewEncoder(c)}
+	return &Conn{c: c, r: bufio.NewReaderSize(c, readBuffer), enc: json.NewEncoder(c)}
 }
 
 // Send writes one message.
