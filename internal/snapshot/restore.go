@@ -70,6 +70,7 @@ func restore(ctx context.Context, r io.Reader, home, protectDir string) (Restore
 		src:     src,
 		buf:     make([]byte, copyBufferSize),
 		protect: relativeInside(home, protectDir),
+		umask:   processUmask(),
 	}
 	defer x.closeDirs()
 	tr := tar.NewReader(dec)
@@ -172,6 +173,7 @@ type extractor struct {
 	src     *sourceReader
 	buf     []byte
 	protect string
+	umask   fs.FileMode // bits the kernel takes from the mode of created files
 	stats   RestoreStats
 	// dirs is the chain of directories the archive is inside of, outermost
 	// first. A directory's mode and time are applied when the archive
@@ -316,16 +318,17 @@ func (x *extractor) leave(name string) error {
 			return nil
 		}
 		x.dirs = x.dirs[:len(x.dirs)-1]
+		// Through the directory's own handle: no path is resolved again.
+		// Should a later entry have replaced the directory (only possible
+		// once it is empty), the handle names the removed one, and setting
+		// its mode is harmless.
+		err := top.root.Chmod(".", top.perm)
+		if err == nil {
+			err = top.root.Chtimes(".", top.mtime, top.mtime)
+		}
 		top.root.Close()
-		fi, err := x.root.Lstat(top.name)
-		if err != nil || !fi.IsDir() {
-			continue // replaced by a later entry
-		}
-		if err := x.root.Chmod(top.name, top.perm); err != nil {
-			return fsErr(fmt.Sprintf("set mode of %q", top.name), err)
-		}
-		if err := x.root.Chtimes(top.name, top.mtime, top.mtime); err != nil {
-			return fsErr(fmt.Sprintf("set time of %q", top.name), err)
+		if err != nil {
+			return fsErr(fmt.Sprintf("set mode and time of %q", top.name), err)
 		}
 	}
 	return nil
@@ -409,9 +412,12 @@ func (x *extractor) closeDirs() {
 }
 
 func (x *extractor) mkdir(name string, perm fs.FileMode, mtime time.Time) error {
-	err := x.root.Mkdir(name, 0o700)
+	// Through the parent's handle when it is open: one mkdirat instead of
+	// one openat per component of name.
+	pr, base := x.parent(name)
+	err := pr.Mkdir(base, 0o700)
 	if errors.Is(err, fs.ErrExist) {
-		fi, lerr := x.root.Lstat(name)
+		fi, lerr := pr.Lstat(base)
 		switch {
 		case lerr != nil:
 			err = lerr
@@ -420,24 +426,23 @@ func (x *extractor) mkdir(name string, perm fs.FileMode, mtime time.Time) error 
 			// we can write into it until its mode is applied.
 			err = nil
 			if fi.Mode().Perm()&0o700 != 0o700 {
-				err = x.root.Chmod(name, fi.Mode().Perm()|0o700)
+				err = pr.Chmod(base, fi.Mode().Perm()|0o700)
 			}
 		default:
 			if err = x.replace(name); err != nil {
 				return err
 			}
-			err = x.root.Mkdir(name, 0o700)
+			err = pr.Mkdir(base, 0o700)
 		}
 	} else if errors.Is(err, fs.ErrNotExist) {
 		if err = x.mkParents(name); err != nil {
 			return err
 		}
-		err = x.root.Mkdir(name, 0o700)
+		err = pr.Mkdir(base, 0o700)
 	}
 	if err != nil {
 		return fsErr(fmt.Sprintf("create directory %q", name), err)
 	}
-	pr, base := x.parent(name)
 	dr, err := pr.OpenRoot(base)
 	if err != nil {
 		return fsErr(fmt.Sprintf("open directory %q", name), err)
@@ -453,7 +458,10 @@ func (x *extractor) writeFile(name string, perm fs.FileMode, mtime time.Time, si
 		var err error
 		// O_EXCL: an existing file is removed and recreated, never written
 		// through (it may be a symlink, or a hard link to a file elsewhere).
-		f, err = pr.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		// Created with its final permission bits: writing through this
+		// descriptor is allowed whatever they are, and no fchmod is needed
+		// unless the umask took some away.
+		f, err = pr.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 		return err
 	})
 	if err != nil {
@@ -478,8 +486,10 @@ func (x *extractor) writeFile(name string, perm fs.FileMode, mtime time.Time, si
 			return x.readErr(fmt.Sprintf("read contents of %q", name), rerr)
 		}
 	}
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("set mode of %q: %w", name, err)
+	if perm&x.umask != 0 {
+		if err := f.Chmod(perm); err != nil {
+			return fmt.Errorf("set mode of %q: %w", name, err)
+		}
 	}
 	if err := setFileTimes(f, mtime); err != nil {
 		return fmt.Errorf("set time of %q: %w", name, err)

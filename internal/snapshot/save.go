@@ -31,18 +31,25 @@ const (
 	// smaller archives (figures in docs/snapshot.md).
 	EncoderLevel = zstd.SpeedFastest
 
-	// EncoderWindow is the zstd window of saved archives (2 MiB): far under
-	// MaxWindow so our own restore always accepts them. With concurrent
-	// blocks the encoder works on sections of 4 windows each, so the window
-	// also sets the encoder's memory (about 2 sections in flight): 2 MiB
-	// measured fastest on the bench Home, and 8 MiB gained no ratio
-	// (docs/snapshot.md).
-	EncoderWindow = 2 << 20
+	// EncoderWindow is the zstd window of saved archives (256 KiB): far
+	// under MaxWindow, so our own restore always accepts them. It also sets
+	// the encoder's memory: with concurrent blocks the encoder cuts the
+	// stream into sections of 4 windows (1 MiB) and holds up to 5 of them
+	// and their compressed output in flight, plus one history per
+	// goroutine. 2 MiB, the earlier choice, meant 8 MiB sections and a
+	// 100-170 MiB heap peak; 256 KiB keeps a save under MemoryBound and
+	// cost 0.5 % of archive size on the bench Home (0.4 % larger than with
+	// a 2 MiB window, still 4 % smaller than `zstd -1`, whose window is
+	// 512 KiB). It was no slower.
+	EncoderWindow = 256 << 10
 
 	// encoderConcurrency: two goroutines compress sections of the stream
 	// at once (zstd.WithConcurrentBlocks), one per core. Compression is
-	// most of a save's CPU; with it on one core only, a save took 1.3-1.5x
-	// as long as `tar | zstd -1 -T1`, whose C compressor is faster per core.
+	// most of a save's CPU and the Go compressor needs about 1.2x the CPU
+	// of the C one per byte of text; with one compressing goroutine a save
+	// cannot keep up with `tar | zstd -1 -T1`, where tar reads in parallel.
+	// The compressed sections are written, counted and hashed (SHA-256) by
+	// the encoder's own flushing goroutine, off the walker's path.
 	encoderConcurrency = 2
 
 	// MaxWindow is the largest zstd window Restore accepts (64 MiB): the
@@ -58,12 +65,47 @@ const (
 	// copyBufferSize is the one buffer file contents go through.
 	copyBufferSize = 256 << 10
 
-	// maxHardLinkTrack bounds the table of hard-linked files already
-	// archived (one entry per inode whose link count is > 1, about 100
-	// bytes each). Past it, further hard-linked files are archived as
-	// separate copies: the archive stays correct, only the link is lost.
-	maxHardLinkTrack = 100_000
+	// maxHardLinkBytes bounds the table of hard-linked files already
+	// archived (one entry per inode whose link count is > 1 and whose
+	// names have not all been met yet, linkEntryCost plus its name's
+	// length each: about 20 000 entries). An entry leaves the table once
+	// the walk has met as many names as the inode has links. Past the
+	// bound, further hard-linked files are archived as separate copies:
+	// the archive stays correct, only the link is lost.
+	maxHardLinkBytes = 2 << 20
+
+	// linkEntryCost is what an entry of the hard-link table costs beyond
+	// its name: key, value and the map's own share.
+	linkEntryCost = 64
+
+	// MemoryBound is the most Go heap (live objects and garbage not yet
+	// collected) one save or one restore takes above what the process
+	// held before, whatever Home holds; TestMemoryBounded checks it. A
+	// save holds about 12 MiB: the encoder's sections in flight (see
+	// EncoderWindow), three histories (one per compressing goroutine and
+	// one for the stream), the 256 KiB copy buffer, the directory batches
+	// of the walk and the hard-link table (at most maxHardLinkBytes,
+	// only for a Home of tens of thousands of hard-linked files).
+	// The collector lets the heap grow to twice what is live before it
+	// runs (GOGC=100), hence a peak of about 24 MiB; measured 23-29 MiB.
+	// A restore of our archives peaks at 3-6 MiB: the decoder's window
+	// (256 KiB), its blocks in flight and one copy buffer. A foreign
+	// archive needs its window more: 18 MiB with an 8 MiB window (zstd
+	// -19 and every lower level), up to MaxWindow plus that for the
+	// largest windows the spec admits.
+	MemoryBound = 32 << 20
 )
+
+// encoderOptions: WithLowerEncoderMem makes the histories
+// window+block (384 KiB) instead of at least 1 MiB each; it measured no
+// slower on the bench Home.
+var encoderOptions = []zstd.EOption{
+	zstd.WithEncoderLevel(EncoderLevel),
+	zstd.WithWindowSize(EncoderWindow),
+	zstd.WithEncoderConcurrency(encoderConcurrency),
+	zstd.WithConcurrentBlocks(true),
+	zstd.WithLowerEncoderMem(true),
+}
 
 // ErrHomeUnavailable marks a Home that is missing or not a directory.
 var ErrHomeUnavailable = errors.New("home unavailable")
@@ -101,18 +143,13 @@ func Save(ctx context.Context, w io.Writer, home string, excludes []string, stat
 		ctx:      ctx,
 		excl:     m,
 		buf:      make([]byte, copyBufferSize),
-		links:    make(map[fileID]string),
+		links:    make(map[fileID]linkEntry),
 		hashOut:  sha256.New(),
 		path:     make([]string, 0, 32),
 		stateDir: stateIdentity(stateDir),
 	}
 	s.out = &countingWriter{w: w, h: s.hashOut}
-	enc, err := zstd.NewWriter(s.out,
-		zstd.WithEncoderLevel(EncoderLevel),
-		zstd.WithWindowSize(EncoderWindow),
-		zstd.WithEncoderConcurrency(encoderConcurrency),
-		zstd.WithConcurrentBlocks(true),
-	)
+	enc, err := zstd.NewWriter(s.out, encoderOptions...)
 	if err != nil {
 		return SaveStats{}, fmt.Errorf("start zstd encoder: %w", err)
 	}
@@ -169,6 +206,13 @@ func stateIdentity(stateDir string) *fileID {
 	return &id
 }
 
+// linkEntry is the first archived name of a hard-linked inode and how
+// many of its other names the walk has yet to meet.
+type linkEntry struct {
+	name string
+	left uint64
+}
+
 type saver struct {
 	ctx       context.Context
 	excl      *matcher
@@ -176,7 +220,8 @@ type saver struct {
 	out       *countingWriter
 	hashOut   hash.Hash
 	buf       []byte
-	links     map[fileID]string
+	links     map[fileID]linkEntry
+	linkBytes int      // what links costs, counted as in maxHardLinkBytes
 	path      []string // components of the directory being walked
 	stateDir  *fileID
 	entries   int64
@@ -327,11 +372,18 @@ func (s *saver) file(dir *os.Root, name, full string) error {
 	}
 	if id, nlink, ok := identity(fi); ok && nlink > 1 {
 		if first, seen := s.links[id]; seen {
-			hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
+			hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first.name, 0
+			if first.left--; first.left == 0 {
+				delete(s.links, id) // every name met: none will ask again
+				s.linkBytes -= linkEntryCost + len(first.name)
+			} else {
+				s.links[id] = first
+			}
 			return s.header(hdr)
 		}
-		if len(s.links) < maxHardLinkTrack {
-			s.links[id] = full
+		if cost := linkEntryCost + len(full); s.linkBytes+cost <= maxHardLinkBytes {
+			s.links[id] = linkEntry{name: full, left: nlink - 1}
+			s.linkBytes += cost
 		}
 	}
 	if err := s.header(hdr); err != nil {

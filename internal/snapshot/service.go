@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,13 @@ func (s *Service) begin(w http.ResponseWriter, r *http.Request) (ctx context.Con
 	_ = rc.SetReadDeadline(deadline)
 	_ = rc.SetWriteDeadline(deadline)
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
-	return ctx, func() { cancel(); s.busy.Store(false) }, true
+	return ctx, func() {
+		cancel()
+		s.busy.Store(false)
+		// Off the request's path: the answer (and a save's trailers) need
+		// not wait for the collection.
+		go releaseMemory()
+	}, true
 }
 
 func (s *Service) checkMethod(w http.ResponseWriter, r *http.Request) bool {
@@ -247,3 +254,12 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, http.StatusInternalServerError, "restore_failed", err.Error())
 	}
 }
+
+// releaseMemory hands the memory of a finished operation back to the
+// system at once. Without it the runtime keeps the heap of the operation
+// (up to MemoryBound) until its next collection, which an idle server may
+// not run for two minutes, and returns the pages only slowly after that:
+// the server's RSS stayed at 150-250 MiB after one save. A forced
+// collection of a heap this small costs a few milliseconds, once per
+// snapshot operation that itself takes seconds.
+func releaseMemory() { debug.FreeOSMemory() }

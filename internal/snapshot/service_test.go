@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -214,75 +212,6 @@ func TestMethodNotAllowed(t *testing.T) {
 		if rec.code != 405 {
 			t.Errorf("GET answered %d", rec.code)
 		}
-	}
-}
-
-// heapPeak samples the live heap every few milliseconds while f runs.
-func heapPeak(f func()) uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			metrics.Read(sample)
-			if v := sample[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	f()
-	close(stop)
-	<-done
-	return peak.Load()
-}
-
-func TestMemoryBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a large tree")
-	}
-	if raceEnabled {
-		t.Skip("the race detector's shadow memory makes the heap figure meaningless")
-	}
-	home, dst := t.TempDir(), t.TempDir()
-	// 20 000 small files in 200 directories, plus a 1 GiB sparse file
-	// (1 GiB to read, no disk) and one wide directory.
-	for i := range 200 {
-		for j := range 100 {
-			writeFile(t, filepath.Join(home, fmt.Sprintf("d%03d/f%03d", i, j)), strings.Repeat("z", j*10), 0o644)
-		}
-	}
-	if err := truncateNew(filepath.Join(home, "sparse.img"), 1<<30); err != nil {
-		t.Fatal(err)
-	}
-	runtime.GC()
-	pr, pw := io.Pipe()
-	var saveErr error
-	peak := heapPeak(func() {
-		go func() {
-			_, saveErr = Save(context.Background(), pw, home, nil, "")
-			pw.CloseWithError(saveErr)
-		}()
-		st, err := Restore(context.Background(), pr, dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("restored %d entries, %d bytes", st.Entries, st.BytesWritten)
-	})
-	if saveErr != nil {
-		t.Fatal(saveErr)
-	}
-	t.Logf("peak live heap during save+restore of 1 GiB + 20k files: %.1f MiB", float64(peak)/(1<<20))
-	// The encoder's jobs, the decoder's window and the copy buffers: a
-	// few tens of MiB, whatever Home holds.
-	if peak > 160<<20 {
-		t.Errorf("peak heap %d MiB", peak>>20)
 	}
 }
 

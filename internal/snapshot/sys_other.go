@@ -17,3 +17,5 @@ func identity(fs.FileInfo) (fileID, uint64, bool) { return fileID{}, 0, false }
 func setFileTimes(f *os.File, mtime time.Time) error { return nil }
 
 const nonBlock = 0
+
+func processUmask() fs.FileMode { return fs.ModePerm }

@@ -4,9 +4,7 @@ package snapshot
 
 import (
 	"io/fs"
-	"os"
 	"syscall"
-	"time"
 )
 
 // fileID identifies an inode, to store a second name of a hard-linked file
@@ -23,13 +21,6 @@ func identity(fi fs.FileInfo) (id fileID, nlink uint64, ok bool) {
 		return fileID{}, 0, false
 	}
 	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}, uint64(st.Nlink), true
-}
-
-// setFileTimes sets the modification (and access) time of an open file
-// through its descriptor, so no path is resolved again.
-func setFileTimes(f *os.File, mtime time.Time) error {
-	tv := syscall.NsecToTimeval(mtime.UnixNano())
-	return syscall.Futimes(int(f.Fd()), []syscall.Timeval{tv, tv})
 }
 
 const nonBlock = syscall.O_NONBLOCK
