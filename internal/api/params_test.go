@@ -1,8 +1,14 @@
 package api
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/shellctl/shellctl/internal/jobs"
 )
 
 func f(v float64) *float64 { return &v }
@@ -69,5 +75,74 @@ func TestTimesAreWholeSecondsUTC(t *testing.T) {
 	}
 	if optTime(nil) != nil {
 		t.Fatal("nil time must stay null")
+	}
+}
+
+// The hand-written JobResult encoding is byte for byte what encoding/json
+// writes for resultJSON (HTML escaping off).
+func TestResultEncodingMatchesEncodingJSON(t *testing.T) {
+	code := 137
+	strs := []string{"", "plain", "quote\" back\\slash", "ctl \x00\x01\x1f\x7f tab\t nl\n cr\r", "<html>&amp;</html>",
+		"héllo 世界 🙂", "bad \xff\xfe utf8 \xe4\xb8", "\u2028 line sep \u2029", "\ufffd literal"}
+	for _, out := range strs {
+		for _, r := range []*jobs.Result{
+			{JobID: "0123456789abcdef", Done: true, Status: "exited", ExitCode: &code, OutputPath: "/s/jobs/x/output.log", Output: out, Offset: 42, Truncated: true},
+			{JobID: "0123456789abcdef", Status: "running", OutputPath: "/p\"ath", Output: out},
+		} {
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(false)
+			enc.Encode(resultJSON{JobID: r.JobID, Done: r.Done, Status: r.Status, ExitCode: r.ExitCode,
+				OutputPath: r.OutputPath, Output: r.Output, Offset: r.Offset, Truncated: r.Truncated})
+			if got := appendResult(nil, r); string(got) != want.String() {
+				t.Errorf("output %q:\n got %s\nwant %s", out, got, want.String())
+			}
+		}
+	}
+}
+
+func TestPlainWordAgreesWithBytewise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{0, 1, 0x1f, 0x20, '!', '"', '#', '[', '\\', ']', 'a', 0x7e, 0x7f, 0x80, 0xc3, 0xff}
+	for n := 0; n < 200000; n++ {
+		var w [8]byte
+		// Mostly plain text, so both answers come up often.
+		for k := range w {
+			switch rng.IntN(16) {
+			case 0:
+				w[k] = alphabet[rng.IntN(len(alphabet))]
+			case 1:
+				w[k] = byte(rng.IntN(256))
+			default:
+				w[k] = byte(0x20 + rng.IntN(0x5f))
+				if w[k] == '"' || w[k] == '\\' {
+					w[k] = 'x'
+				}
+			}
+		}
+		want := true
+		for _, c := range w {
+			if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+				want = false
+			}
+		}
+		if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("plainWord(%q) = %v, want %v", w, got, want)
+		}
+	}
+	// And whole strings against encoding/json.
+	for n := 0; n < 2000; n++ {
+		b := make([]byte, rng.IntN(64))
+		for k := range b {
+			b[k] = alphabet[rng.IntN(len(alphabet))]
+		}
+		want, _ := json.Marshal(string(b))
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.Encode(string(b))
+		if got := appendString(nil, string(b)); string(got)+"\n" != buf.String() {
+			t.Fatalf("appendString(%q) = %s, want %s (%s)", b, got, buf.String(), want)
+		}
 	}
 }
