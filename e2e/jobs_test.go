@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/shellctl/shellctl/internal/client"
 )
@@ -603,7 +605,12 @@ func TestGCRemovesFinishedJobs(t *testing.T) {
 // The runner catches SIGHUP and SIGPIPE for itself; the job must still start
 // with no signal ignored (an ignored signal would survive the exec).
 func TestJobStartsWithDefaultSignals(t *testing.T) {
+	// A server whose parent ignored a signal Go leaves alone (32, glibc's
+	// thread-cancel signal) passes the ignore on to every process it
+	// starts unless the stage resets it.
+	restore := ignoreSignal(t, 32)
 	s := startServer(t, serverOpts{})
+	restore()
 	for _, mode := range []string{"pty", "stdio"} {
 		// exec: the shell's own mask is racy to read while it waits for a
 		// child (dash blocks everything around its wait).
@@ -631,5 +638,22 @@ func TestJobGetsOnlyItsStandardFiles(t *testing.T) {
 		if code(res) != 0 || strings.Fields(out)[0] != "0" || strings.Join(strings.Fields(out), " ") != "0 1 2 3" {
 			t.Errorf("%s: the job's descriptors are %q, want 0 1 2 (and ls's 3)", mode, out)
 		}
+	}
+}
+
+// ignoreSignal sets sig to SIG_IGN in this process (children started now
+// inherit it) and returns a func that restores the old disposition.
+func ignoreSignal(t *testing.T, sig int) func() {
+	t.Helper()
+	type sigaction struct {
+		handler, flags, restorer, mask uint64
+	}
+	var old sigaction
+	ign := sigaction{handler: 1}
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&ign)), uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+		t.Fatalf("ignore signal %d: %v", sig, e)
+	}
+	return func() {
+		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -102,6 +103,7 @@ func StageMain() {
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
 		fail(ExitSetupFailed, "clear the signal mask: %v", err)
 	}
+	resetIgnoredSignals()
 	// Only 0, 1 and 2 reach the job: whatever else this process holds —
 	// descriptors its ancestors leaked to it included — closes at exec.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -172,4 +174,37 @@ func lookProgram(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: not found in the job's PATH", name)
+}
+
+// kernelSigaction is struct sigaction as rt_sigaction(2) takes it on Linux.
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// sigIgn is SIG_IGN.
+const sigIgn = 1
+
+// resetIgnoredSignals puts every signal this process inherited as ignored
+// back to its default, since an ignored signal stays ignored across exec: a
+// job must not start deaf to signals because of how some ancestor of the
+// server was started (nohup, a CI harness). Signals Go handles reset by
+// themselves at exec.
+func resetIgnoredSignals() {
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		var old kernelSigaction
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			continue
+		}
+		if old.handler != sigIgn {
+			continue
+		}
+		var dfl kernelSigaction // SIG_DFL, no flags, empty mask
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	}
 }
