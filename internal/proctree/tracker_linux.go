@@ -163,13 +163,13 @@ func newCgroupTracker(opts Options) (*cgroupTracker, Info, error) {
 // system, /sys/fs/cgroup/unified on a hybrid one) joined with parent, or with
 // the "0::" path of /proc/self/cgroup when parent is empty.
 func parentDir(parent string) (string, error) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := readFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", fmt.Errorf("read mountinfo: %w", err)
 	}
 	path := parent
 	if path == "" {
-		cg, err := os.ReadFile("/proc/self/cgroup")
+		cg, err := readFile("/proc/self/cgroup")
 		if err != nil {
 			return "", fmt.Errorf("read own cgroup: %w", err)
 		}
@@ -191,14 +191,14 @@ func parentDir(parent string) (string, error) {
 
 // enableController makes controller c available to the children of parent.
 func enableController(parent, c string) error {
-	sub, err := os.ReadFile(parent + "/cgroup.subtree_control")
+	sub, err := readFile(parent + "/cgroup.subtree_control")
 	if err != nil {
 		return fmt.Errorf("read subtree_control: %w", err)
 	}
 	if hasWord(sub, c) {
 		return nil
 	}
-	avail, err := os.ReadFile(parent + "/cgroup.controllers")
+	avail, err := readFile(parent + "/cgroup.controllers")
 	if err != nil {
 		return fmt.Errorf("read controllers: %w", err)
 	}
@@ -258,7 +258,7 @@ func (c *cgroupTracker) members() ([]int, error) {
 	for len(dirs) > 0 {
 		d := dirs[len(dirs)-1]
 		dirs = dirs[:len(dirs)-1]
-		data, err := os.ReadFile(d + "/cgroup.procs")
+		data, err := readFile(d + "/cgroup.procs")
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) && d != c.dir {
 				continue // sub-group removed meanwhile
@@ -330,7 +330,7 @@ func (c *cgroupTracker) WaitEmpty(ctx context.Context) error {
 }
 
 func (c *cgroupTracker) empty() (bool, error) {
-	data, err := os.ReadFile(c.dir + "/cgroup.events")
+	data, err := readFile(c.dir + "/cgroup.events")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return true, nil // closed: Close only succeeds on an empty group
@@ -372,7 +372,7 @@ func (c *cgroupTracker) watchEvents() (stop func()) {
 }
 
 func (c *cgroupTracker) OOMKilled() bool {
-	data, err := os.ReadFile(c.dir + "/memory.events")
+	data, err := readFile(c.dir + "/memory.events")
 	if err != nil {
 		return false
 	}
@@ -757,7 +757,7 @@ func childrenOf(pid int, out []int) []int {
 	tids, _ := d.Readdirnames(-1)
 	d.Close()
 	for _, tid := range tids {
-		data, err := os.ReadFile(base + "/" + tid + "/children")
+		data, err := readFile(base + "/" + tid + "/children")
 		if err != nil {
 			continue
 		}
@@ -782,4 +782,29 @@ func writeFile(path, s string) error {
 		err = cerr
 	}
 	return err
+}
+
+// readFile reads a small /proc or cgroupfs file with plain open/read/close.
+// os.ReadFile would also fstat it and register it with the runtime poller
+// (four more syscalls per file), which shows on the per-job hot path.
+func readFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 4096)
+	for {
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }

@@ -48,6 +48,7 @@ func runnerHelper() int {
 	}
 	opts := Options{Name: os.Getenv("PT_NAME"), DisableCgroup: os.Getenv("PT_KIND") == KindSubreaper}
 	opts.MemoryMax, _ = strconv.ParseInt(os.Getenv("PT_MEMORY_MAX"), 10, 64)
+	opts.PidsMax, _ = strconv.ParseInt(os.Getenv("PT_PIDS_MAX"), 10, 64)
 	tr, info, err := NewTracker(opts)
 	if err != nil {
 		say("error new tracker: %v", err)
@@ -540,6 +541,35 @@ func TestOOMKilledRecorded(t *testing.T) {
 	}
 	if l := r.call("oom"); l != "oom true" {
 		t.Fatalf("OOMKilled after a 256 MiB buffer under memory.max 32 MiB: %s", l)
+	}
+}
+
+// Limits are applied when the v2 controllers allow it, and Info says why not.
+func TestLimitsAppliedOrExplained(t *testing.T) {
+	r := startRunner(t, KindCgroup2, `touch "$PT_READY"; exec sleep 60`, "PT_MEMORY_MAX=67108864", "PT_PIDS_MAX=64")
+	t.Logf("info: %+v", r.info)
+	for _, l := range []struct {
+		applied bool
+		file    string
+		want    string
+		name    string
+	}{
+		{r.info.MemoryLimitApplied, "memory.max", "67108864", "memory"},
+		{r.info.PidsLimitApplied, "pids.max", "64", "pids"},
+	} {
+		if !l.applied {
+			if !strings.Contains(r.info.Why, l.name+" limit not applied") {
+				t.Errorf("%s limit not applied and Info.Why does not say why: %q", l.name, r.info.Why)
+			}
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(r.info.Path, l.file))
+		if err != nil || strings.TrimSpace(string(data)) != l.want {
+			t.Errorf("%s = %q, %v; want %s", l.file, data, err, l.want)
+		}
+	}
+	if res := r.ladder(time.Second); res.err != "<nil>" {
+		t.Fatal(res.err)
 	}
 }
 
