@@ -202,7 +202,7 @@ func (s *Service) lostChannel(j *job, c *proto.Conn, cause error) {
 		return // the server is stopping; the runner goes on without us
 	default:
 	}
-	if nc, err := proto.Dial(j.dir, runner.SocketFile); err == nil {
+	if nc, err := dialControl(j.dir, runner.SocketFile); err == nil {
 		if err := nc.Send(&proto.Msg{T: proto.THello, Key: j.key}); err == nil {
 			s.attach(j, nc)
 			return

@@ -55,7 +55,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 func (s *Service) redial(j *job, row *store.Job) *proto.Conn {
 	deadline := time.Now().Add(startupGrace)
 	for {
-		c, err := proto.Dial(j.dir, runner.SocketFile)
+		c, err := dialControl(j.dir, runner.SocketFile)
 		if err == nil {
 			return c
 		}

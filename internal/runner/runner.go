@@ -2,13 +2,9 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -64,7 +60,7 @@ type Runner struct {
 	log  *slog.Logger
 	self string // path of this binary, for the isolation stage
 
-	ln *net.UnixListener
+	ln *proto.Listener
 
 	mu          sync.Mutex
 	conns       map[*proto.Conn]struct{}
@@ -151,14 +147,11 @@ func Main(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	f := os.NewFile(uintptr(ctlFD), "ctl")
-	c, err := net.FileConn(f)
-	f.Close()
+	ctl, err := proto.FileConn(ctlFD)
 	if err != nil {
 		log.Error("control channel", "err", err)
 		return 1
 	}
-	ctl := proto.NewConn(c)
 	r := &Runner{
 		log:       log,
 		conns:     map[*proto.Conn]struct{}{},
@@ -237,9 +230,9 @@ func (r *Runner) prestart(opts proctree.Options) error {
 		return fmt.Errorf("find own binary: %w", err)
 	}
 	r.self = self
-	var nonce [4]byte
-	_, _ = rand.Read(nonce[:])
-	opts.Name = fmt.Sprintf("shellctl-%d-%s", os.Getpid(), hex.EncodeToString(nonce[:]))
+	// Unique among live runners by the pid, and against a group left by a
+	// dead runner of the same pid by the time.
+	opts.Name = fmt.Sprintf("shellctl-%d-%x", os.Getpid(), time.Now().UnixNano()&0xffffffff)
 	// NewTracker also makes the runner the child subreaper of everything
 	// its job starts, so orphans of the tree stay visible to it (and are
 	// reaped by it).
@@ -540,12 +533,24 @@ func (r *Runner) terminate(reason string, grace time.Duration) {
 
 func (r *Runner) accept() {
 	for {
-		c, err := r.ln.AcceptUnix()
+		c, err := r.ln.Accept()
 		if err != nil {
 			return
 		}
-		go r.admit(proto.NewConn(c))
+		go r.admit(c)
 	}
+}
+
+// sameKey compares two keys in time that depends only on their length.
+func sameKey(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	var d byte
+	for i := 0; i < len(a); i++ {
+		d |= a[i] ^ b[i]
+	}
+	return d == 0
 }
 
 // admitTimeout bounds how long an accepted connection may take to say hello.
@@ -558,7 +563,7 @@ func (r *Runner) admit(c *proto.Conn) {
 	m, err := c.Recv()
 	c.SetDeadline(time.Time{})
 	if err != nil || m.T != proto.THello || r.spec.ControlKey == "" ||
-		subtle.ConstantTimeCompare([]byte(m.Key), []byte(r.spec.ControlKey)) != 1 {
+		!sameKey(m.Key, r.spec.ControlKey) {
 		c.Close()
 		return
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"time"
 )
@@ -68,9 +67,17 @@ type Msg struct {
 	Err string `json:"err,omitempty"`
 }
 
+// Stream is a connected socket: a *net.UnixConn on the server's side, an
+// *os.File over the descriptor on the runner's (which keeps the net
+// package, and its start-up cost, out of every runner).
+type Stream interface {
+	io.ReadWriteCloser
+	SetDeadline(time.Time) error
+}
+
 // Conn reads and writes messages; Send is safe for concurrent use.
 type Conn struct {
-	c   net.Conn
+	c   Stream
 	r   *bufio.Reader
 	wmu sync.Mutex
 	enc *json.Encoder
@@ -85,7 +92,7 @@ const maxLine = 2 << 20
 const readBuffer = 4 << 10
 
 // NewConn wraps a connected socket.
-func NewConn(c net.Conn) *Conn {
+func NewConn(c Stream) *Conn {
 	return &Conn{c: c, r: bufio.NewReaderSize(c, readBuffer), enc: json.NewEncoder(c)}
 }
 

@@ -87,13 +87,19 @@ func TestListenAndDialWithALongPath(t *testing.T) {
 	go func() {
 		c, err := l.Accept()
 		if err == nil {
-			NewConn(c).Send(&Msg{T: TState, Size: 42})
+			c.Send(&Msg{T: TState, Size: 42})
 		}
 	}()
-	c, err := Dial(long, "ctl.sock")
+	p, done, err := ShortPath(long, "ctl.sock")
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: p, Net: "unix"})
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewConn(raw)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	m, err := c.Recv()

@@ -2,7 +2,7 @@ package proto
 
 import (
 	"fmt"
-	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -12,10 +12,10 @@ import (
 // maxSunPath is the room for a socket path in sockaddr_un, less the NUL.
 const maxSunPath = 107
 
-// shortPath returns a path to name inside dir that fits sockaddr_un. Long
+// ShortPath returns a path to name inside dir that fits sockaddr_un. Long
 // state dirs are reached through /proc/self/fd/N of an O_PATH descriptor of
 // dir, which the caller closes with the returned func once bound or connected.
-func shortPath(dir, name string) (string, func(), error) {
+func ShortPath(dir, name string) (string, func(), error) {
 	p := filepath.Join(dir, name)
 	if len(p) <= maxSunPath {
 		return p, func() {}, nil
@@ -27,33 +27,61 @@ func shortPath(dir, name string) (string, func(), error) {
 	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + name, func() { unix.Close(fd) }, nil
 }
 
+// Listener is a listening unix socket made with plain system calls.
+type Listener struct{ f *os.File }
+
 // Listen binds the control socket name in dir.
-func Listen(dir, name string) (*net.UnixListener, error) {
-	p, done, err := shortPath(dir, name)
+func Listen(dir, name string) (*Listener, error) {
+	p, done, err := ShortPath(dir, name)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("socket for %s: %w", filepath.Join(dir, name), err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind %s: %w", filepath.Join(dir, name), err)
+	}
+	if err := unix.Listen(fd, 16); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("listen on %s: %w", filepath.Join(dir, name), err)
 	}
-	// The runner removes the file itself when it leaves; the listener must
-	// not unlink a path that may by then belong to a successor.
-	l.SetUnlinkOnClose(false)
-	return l, nil
+	// A non-blocking descriptor joins Go's poller: Accept below blocks the
+	// goroutine, not a thread, and Close wakes it.
+	return &Listener{f: os.NewFile(uintptr(fd), filepath.Join(dir, name))}, nil
 }
 
-// Dial connects to the control socket name in dir.
-func Dial(dir, name string) (*Conn, error) {
-	p, done, err := shortPath(dir, name)
+// Accept waits for the next connection.
+func (l *Listener) Accept() (*Conn, error) {
+	rc, err := l.f.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: p, Net: "unix"})
+	var nfd int
+	var aerr error
+	err = rc.Read(func(fd uintptr) bool {
+		nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		return aerr != unix.EAGAIN
+	})
 	if err != nil {
 		return nil, err
 	}
-	return NewConn(c), nil
+	if aerr != nil {
+		return nil, aerr
+	}
+	return NewConn(os.NewFile(uintptr(nfd), "ctl-conn")), nil
+}
+
+// Close stops listening. The socket file stays: its owner removes it.
+func (l *Listener) Close() error { return l.f.Close() }
+
+// FileConn wraps an inherited connected socket descriptor.
+func FileConn(fd int) (*Conn, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, fmt.Errorf("control channel fd %d: %w", fd, err)
+	}
+	return NewConn(os.NewFile(uintptr(fd), "ctl")), nil
 }
