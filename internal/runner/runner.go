@@ -341,21 +341,22 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 
 func (r *Runner) run() int {
 	s := r.spec
-	var err error
-	r.ln, err = proto.Listen(s.Dir, SocketFile)
-	if err != nil {
-		r.stage.Close()
-		r.finishFailed(err)
-		return 1
-	}
-	defer os.Remove(filepath.Join(s.Dir, SocketFile))
-	go r.accept()
 	go r.sendSizes()
-
 	if err := r.start(); err != nil {
 		r.stage.Close()
 		r.finishFailed(err)
 		return 1
+	}
+	// The control socket is for a server that comes later (after a
+	// restart); made once the job is on its way, as every file made on the
+	// path of a job's start is felt by every job.
+	ln, err := proto.Listen(s.Dir, SocketFile)
+	if err != nil {
+		r.log.Error("control socket: a restarted server will not find this job", "err", err)
+	} else {
+		r.ln = ln
+		defer os.Remove(filepath.Join(s.Dir, SocketFile))
+		go r.accept()
 	}
 	r.waitAndFinish()
 	r.closeTracker()

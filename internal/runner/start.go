@@ -28,11 +28,9 @@ const stdioPipeSize = 1 << 20
 // start launches the job's process through the isolation stage.
 func (r *Runner) start() error {
 	s := r.spec
-	out, err := os.OpenFile(filepath.Join(s.Dir, OutputFile), os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("open output log: %w", err)
-	}
-	w := &outWriter{r: r, f: out, max: s.MaxOutputBytes}
+	// output.log is made once the stage has its job (openOutput): until
+	// then the job's first output waits in its terminal or pipe.
+	w := &outWriter{r: r, max: s.MaxOutputBytes}
 	cfg := isolation.StageConfig{
 		Argv:      s.Argv,
 		Env:       s.Env,
@@ -77,6 +75,10 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		master.Close()
 		return err
 	}
+	if err := r.openOutput(w); err != nil {
+		master.Close()
+		return err
+	}
 	r.master = master
 	r.pumpDone = make(chan struct{})
 	go func() {
@@ -92,10 +94,6 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 
 func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 	s := r.spec
-	errLog, err := os.OpenFile(filepath.Join(s.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("open stderr log: %w", err)
-	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", os.DevNull, err)
@@ -120,6 +118,9 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 	// of file.
 	outW.Close()
 	errW.Close()
+	if err == nil {
+		err = r.openOutput(w)
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -129,9 +130,16 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 	errDone := make(chan struct{})
 	go func() {
 		defer close(errDone)
+		defer errR.Close()
+		errLog, err := os.OpenFile(filepath.Join(s.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			// Drain it anyway, or the job blocks on a full pipe.
+			r.log.Error("open stderr log", "err", err)
+			_, _ = io.Copy(io.Discard, errR)
+			return
+		}
+		defer errLog.Close()
 		_, _ = io.CopyBuffer(errLog, errR, make([]byte, 64<<10))
-		errR.Close()
-		errLog.Close()
 	}()
 	go func() {
 		defer close(r.pumpDone)
@@ -144,6 +152,18 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 		<-errDone
 	}()
 	r.afterStart(w)
+	return nil
+}
+
+// openOutput makes output.log for w, once the job was handed to its stage.
+// Failing that, the job is ended: its output would have nowhere to go.
+func (r *Runner) openOutput(w *outWriter) error {
+	f, err := os.OpenFile(filepath.Join(r.spec.Dir, OutputFile), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		_ = r.tracker.Kill()
+		return fmt.Errorf("open output log: %w", err)
+	}
+	w.f = f
 	return nil
 }
 
