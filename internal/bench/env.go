@@ -75,7 +75,10 @@ func StartEnv(ctx context.Context, bin string) (*Env, error) {
 	rand.Read(tok)
 	e.Token = hex.EncodeToString(tok)
 
-	e.cmd = exec.Command(exe, "serve", "--listen", "127.0.0.1:0", "--state-dir", e.State)
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", e.State}
+	// Extra serve flags, to compare settings (e.g. --warm-runners 4).
+	args = append(args, strings.Fields(os.Getenv("SHELLCTL_BENCH_SERVE_FLAGS"))...)
+	e.cmd = exec.Command(exe, args...)
 	env := []string{"HOME=" + e.Home, "SHELLCTL_AUTH_TOKEN=" + e.Token}
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); k != "HOME" && k != "SHELLCTL_AUTH_TOKEN" && k != "XDG_DATA_HOME" {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -73,7 +74,8 @@ type Job struct {
 
 // Store is an open database.
 type Store struct {
-	db *sql.DB
+	db  *sql.DB // reads
+	wdb *sql.DB // writes: one connection
 
 	stmtGet, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete *sql.Stmt
 }
@@ -88,8 +90,7 @@ func Open(ctx context.Context, stateDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	// One writer at a time is what SQLite allows anyway; a small pool lets
-	// readers proceed beside it in WAL mode.
+	// Readers proceed beside the writer in WAL mode.
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(0)
@@ -97,16 +98,34 @@ func Open(ctx context.Context, stateDir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
-	s := &Store{db: db}
-	if err := s.prepare(ctx); err != nil {
+	// All writes of this process go through one connection, so they queue
+	// in Go and hand over at once. Two connections writing at the same
+	// time would meet SQLite's busy handler instead, which sleeps (1 ms,
+	// then longer) before it retries — on the path of every job.
+	wdb, err := sql.Open("sqlite", dsn)
+	if err != nil {
 		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxIdleTime(0)
+	s := &Store{db: db, wdb: wdb}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	err := s.wdb.Close()
+	if rerr := s.db.Close(); err == nil {
+		err = rerr
+	}
+	return err
+}
 
 const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key`
 
@@ -116,8 +135,12 @@ func (s *Store) prepare(ctx context.Context) error {
 		if err != nil {
 			return nil
 		}
+		db := s.wdb
+		if strings.HasPrefix(q, "SELECT") {
+			db = s.db
+		}
 		var st *sql.Stmt
-		st, err = s.db.PrepareContext(ctx, q)
+		st, err = db.PrepareContext(ctx, q)
 		if err != nil {
 			err = fmt.Errorf("prepare %q: %w", q, err)
 		}
