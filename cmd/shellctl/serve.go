@@ -67,6 +67,11 @@ func serveCmd() *cobra.Command {
 			if env := os.Getenv("SHELLCTL_AUTH_TOKEN"); env != "" && env != cfg.Token {
 				scrubArgs(strings.Clone(env))
 			}
+			// Non-dumpable: the kernel hands our /proc files (environ,
+			// maps, mem) to root, so jobs of our user cannot read the
+			// server's memory layout or what is left of its environment.
+			// Runners reset it by exec and hold no secret.
+			_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 			cfg.Home = home
 			if cfg.StateDir == "" {
 				cfg.StateDir = defaultStateDir(home)

@@ -240,6 +240,10 @@ func (r *Runner) prestart(opts proctree.Options) error {
 	if err != nil {
 		return fmt.Errorf("track process tree: %w", err)
 	}
+	if (opts.MemoryMax > 0 && !info.MemoryLimitApplied) || (opts.PidsMax > 0 && !info.PidsLimitApplied) {
+		r.log.Warn("job limits not applied", "kind", info.Kind, "memory_applied", info.MemoryLimitApplied,
+			"pids_applied", info.PidsLimitApplied, "why", info.Why)
+	}
 	r.rmu.Lock()
 	r.tracker = tr
 	if info.Kind == proctree.KindCgroup2 {
