@@ -103,14 +103,19 @@ func (s *Service) follow(j *job, c *proto.Conn) {
 			s.applyExit(j, c, m)
 			return
 		case proto.TAck:
-			j.mu.Lock()
-			ch := j.pending[m.ID]
-			delete(j.pending, m.ID)
-			j.mu.Unlock()
-			if ch != nil {
-				ch <- m
-			}
+			j.deliver(m)
 		}
+	}
+}
+
+// deliver hands an ack to the request waiting for it.
+func (j *job) deliver(m *proto.Msg) {
+	j.mu.Lock()
+	ch := j.pending[m.ID]
+	delete(j.pending, m.ID)
+	j.mu.Unlock()
+	if ch != nil {
+		ch <- m
 	}
 }
 
@@ -165,13 +170,7 @@ func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
 				break
 			}
 			if m.T == proto.TAck {
-				j.mu.Lock()
-				ch := j.pending[m.ID]
-				delete(j.pending, m.ID)
-				j.mu.Unlock()
-				if ch != nil {
-					ch <- m
-				}
+				j.deliver(m)
 			}
 		}
 		s.releasePending(j)
