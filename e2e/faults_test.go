@@ -753,8 +753,12 @@ func TestFaultTerminateAndDeleteKillNohupChild(t *testing.T) {
 // session (concurrency widens any window between "looks empty" and "is
 // empty").
 func TestFaultTerminateAnswersAfterLastExit(t *testing.T) {
-	fxKnownBug(t, "subreaper tracker: terminate answers while a process of the job is still exiting (WaitEmpty trusts one /proc walk), and rarely a nohup child is never signalled and survives")
-	s := startServer(t, serverOpts{})
+	t.Run("cgroup", func(t *testing.T) { terminateAnswersAfterLastExit(t, nil) })
+	t.Run("subreaper", func(t *testing.T) { terminateAnswersAfterLastExit(t, []string{"--no-cgroup"}) })
+}
+
+func terminateAnswersAfterLastExit(t *testing.T, args []string) {
+	s := startServer(t, serverOpts{args: args})
 	const child = `sh -c 'echo $$ > pid; exec sleep 300'`
 	scripts := []string{
 		`setsid ` + child + ` & sleep 300`,

@@ -542,8 +542,15 @@ func (s *subreaperTracker) Kill() error {
 // the runner's reap of it is the event.
 func (s *subreaperTracker) WaitEmpty(ctx context.Context) error {
 	return s.waitEmpty(ctx, func() (bool, error) {
-		procs, err := s.list()
-		return len(procs) == 0, err
+		// Two empty walks in a row, as Kill requires: one walk can miss a
+		// process forked while it read /proc.
+		for range 2 {
+			procs, err := s.list()
+			if err != nil || len(procs) > 0 {
+				return false, err
+			}
+		}
+		return true, nil
 	})
 }
 
