@@ -365,15 +365,6 @@ func fxSigInfo(pid int) string {
 
 var fxModes = []string{"pty", "stdio"}
 
-// fxKnownBug skips a test that shows a bug not fixed yet, unless
-// SHELLCTL_E2E_KNOWN_BUGS=1 (run them while fixing).
-func fxKnownBug(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("SHELLCTL_E2E_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + why + " (SHELLCTL_E2E_KNOWN_BUGS=1 runs it)")
-	}
-}
-
 // ---- 1-3: restart survival ----
 
 // SIGKILL of the server while jobs print (one pty, one stdio): after a
