@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -52,6 +54,7 @@ func serveCmd() *cobra.Command {
 		InheritEnv:     "all",
 	}
 	var verbose bool
+	var pprofAddr string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Start the job server",
@@ -107,6 +110,18 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if pprofAddr != "" {
+				// Profiling for performance work only: its own listener,
+				// never the API's, and off unless asked for.
+				go func() {
+					mux := http.NewServeMux()
+					mux.HandleFunc("/debug/pprof/", pprof.Index)
+					mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+					mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+					cfg.Logger.Warn("profiling endpoint on", "addr", pprofAddr)
+					_ = http.ListenAndServe(pprofAddr, mux)
+				}()
+			}
 			fmt.Fprintf(os.Stderr, "shellctl: serving on http://%s (state dir %s)\n", s.Addr(), cfg.StateDir)
 			<-ctx.Done()
 			cfg.Logger.Warn("stopping: running jobs keep running")
@@ -132,6 +147,8 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&cfg.WarmRunners, "warm-runners", cfg.WarmRunners, "runners kept started and waiting for the next jobs (0 = start one per job)")
 	f.BoolVar(&cfg.DisableCgroup, "no-cgroup", false, "track job processes without a cgroup (as child subreaper only)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request and job transition")
+	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiles on this loopback address (performance work)")
+	_ = f.MarkHidden("pprof")
 	return c
 }
 
