@@ -657,3 +657,38 @@ func ignoreSignal(t *testing.T, sig int) func() {
 		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
 	}
 }
+
+// Job directories made ahead are used by jobs, removed when the server
+// stops, and a previous server's leftovers are removed at start.
+func TestReadyDirsLeaveNothingBehind(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	jobsDir := filepath.Join(s.StateDir, "jobs")
+	ready := func() []string {
+		m, _ := filepath.Glob(filepath.Join(jobsDir, ".ready-*"))
+		return m
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(ready()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(ready()) == 0 {
+		t.Fatal("no job directory made ahead")
+	}
+	res, _ := s.runDone(t, client.RunRequest{Script: "true"})
+	if fi, err := os.Stat(filepath.Dir(res.OutputPath)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("job dir: %v %v", fi, err)
+	}
+	s.kill(syscall.SIGTERM)
+	if left := ready(); len(left) != 0 {
+		t.Fatalf("made-ahead dirs left after stop: %v", left)
+	}
+	stale := filepath.Join(jobsDir, ".ready-0000000000000000")
+	os.Mkdir(stale, 0o700)
+	s.start()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("a previous server's made-ahead dir survived a start: %v", err)
+	}
+	if _, err := s.c.Status(ctx(t), res.JobID); err != nil {
+		t.Fatalf("job lost over the restart: %v", err)
+	}
+}
