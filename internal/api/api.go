@@ -192,33 +192,33 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	httperr.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")")
 }
 
-// writeErr turns a service error into its status and code.
+// errorCodes maps the job service's error kinds to a status and a code.
+var errorCodes = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{jobs.ErrNotFound, http.StatusNotFound, "job_not_found"},
+	{jobs.ErrNotRunning, http.StatusConflict, "job_not_running"},
+	{jobs.ErrInputUnsupported, http.StatusConflict, "input_unsupported"},
+	{jobs.ErrJobRunning, http.StatusConflict, "job_running"},
+	{jobs.ErrInvalidOffset, http.StatusBadRequest, "invalid_offset"},
+	{jobs.ErrTooManyJobs, http.StatusTooManyRequests, "too_many_jobs"},
+	{jobs.ErrInvalidCwd, http.StatusBadRequest, "invalid_cwd"},
+	{jobs.ErrCwdNotAllowed, http.StatusForbidden, "cwd_not_allowed"},
+}
+
+// writeErr turns a service error into its status and code; an error of no
+// known kind is a 500 (and is logged).
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
-	var status int
-	var code string
-	switch {
-	case errors.Is(err, jobs.ErrNotFound):
-		status, code = http.StatusNotFound, "job_not_found"
-	case errors.Is(err, jobs.ErrNotRunning):
-		status, code = http.StatusConflict, "job_not_running"
-	case errors.Is(err, jobs.ErrInputUnsupported):
-		status, code = http.StatusConflict, "input_unsupported"
-	case errors.Is(err, jobs.ErrJobRunning):
-		status, code = http.StatusConflict, "job_running"
-	case errors.Is(err, jobs.ErrInvalidOffset):
-		status, code = http.StatusBadRequest, "invalid_offset"
-	case errors.Is(err, jobs.ErrTooManyJobs):
-		status, code = http.StatusTooManyRequests, "too_many_jobs"
-	case errors.Is(err, jobs.ErrInvalidCwd):
-		status, code = http.StatusBadRequest, "invalid_cwd"
-	case errors.Is(err, jobs.ErrCwdNotAllowed):
-		status, code = http.StatusForbidden, "cwd_not_allowed"
-	default:
-		if s.Logger != nil {
-			s.Logger.Error("internal error", "err", err)
+	for _, e := range errorCodes {
+		if errors.Is(err, e.kind) {
+			httperr.Write(w, e.status, e.code, err.Error())
+			return
 		}
-		httperr.Write(w, http.StatusInternalServerError, "internal_error", err.Error())
-		return
 	}
-	httperr.Write(w, status, code, err.Error())
+	if s.Logger != nil {
+		s.Logger.Error("internal error", "err", err)
+	}
+	httperr.Write(w, http.StatusInternalServerError, "internal_error", err.Error())
 }

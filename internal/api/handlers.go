@@ -15,6 +15,7 @@ import (
 	"github.com/shellctl/shellctl/internal/httperr"
 	"github.com/shellctl/shellctl/internal/jobs"
 	"github.com/shellctl/shellctl/internal/store"
+	"github.com/shellctl/shellctl/internal/wire"
 )
 
 // Defaults and caps of the request fields (http-api.md).
@@ -293,9 +294,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	out := listJSON{Jobs: make([]jobInfoJSON, 0, len(rows))}
+	out := wire.JobList{Jobs: make([]wire.JobInfo, 0, len(rows))}
 	for _, j := range rows {
-		out.Jobs = append(out.Jobs, jobInfoJSON{JobID: j.ID, Status: j.Status, CreatedAt: apiTime(j.CreatedAt), StartedAt: optTime(j.StartedAt), EndedAt: optTime(j.EndedAt)})
+		out.Jobs = append(out.Jobs, wire.JobInfo{JobID: j.ID, Status: j.Status, CreatedAt: apiTime(j.CreatedAt), StartedAt: optTime(j.StartedAt), EndedAt: optTime(j.EndedAt)})
 	}
 	writeJSON(w, out)
 }
@@ -352,5 +353,5 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, deletedJSON{JobID: id, Deleted: true})
+	writeJSON(w, wire.Deleted{JobID: id, Deleted: true})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/wire"
 )
 
 func f(v float64) *float64 { return &v }
@@ -79,7 +80,7 @@ func TestTimesAreWholeSecondsUTC(t *testing.T) {
 }
 
 // The hand-written JobResult encoding is byte for byte what encoding/json
-// writes for resultJSON (HTML escaping off).
+// writes for wire.JobResult (HTML escaping off).
 func TestResultEncodingMatchesEncodingJSON(t *testing.T) {
 	code := 137
 	strs := []string{"", "plain", "quote\" back\\slash", "ctl \x00\x01\x1f\x7f tab\t nl\n cr\r", "<html>&amp;</html>",
@@ -92,7 +93,7 @@ func TestResultEncodingMatchesEncodingJSON(t *testing.T) {
 			var want bytes.Buffer
 			enc := json.NewEncoder(&want)
 			enc.SetEscapeHTML(false)
-			enc.Encode(resultJSON{JobID: r.JobID, Done: r.Done, Status: r.Status, ExitCode: r.ExitCode,
+			enc.Encode(wire.JobResult{JobID: r.JobID, Done: r.Done, Status: r.Status, ExitCode: r.ExitCode,
 				OutputPath: r.OutputPath, Output: r.Output, Offset: r.Offset, Truncated: r.Truncated})
 			if got := appendResult(nil, r); string(got) != want.String() {
 				t.Errorf("output %q:\n got %s\nwant %s", out, got, want.String())

@@ -11,49 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/wire"
 )
 
-// The response shapes of http-api.md, with exactly its keys: the Python SDK
-// rejects a response with a key it does not expect.
-
-type resultJSON struct {
-	JobID      string `json:"job_id"`
-	Done       bool   `json:"done"`
-	Status     string `json:"status"`
-	ExitCode   *int   `json:"exit_code"`
-	OutputPath string `json:"output_path"`
-	Output     string `json:"output"`
-	Offset     int64  `json:"offset"`
-	Truncated  bool   `json:"truncated"`
-}
-
-type statusViewJSON struct {
-	JobID     string  `json:"job_id"`
-	Status    string  `json:"status"`
-	Done      bool    `json:"done"`
-	ExitCode  *int    `json:"exit_code"`
-	CreatedAt string  `json:"created_at"`
-	StartedAt *string `json:"started_at"`
-	EndedAt   *string `json:"ended_at"`
-	Offset    int64   `json:"offset"`
-}
-
-type jobInfoJSON struct {
-	JobID     string  `json:"job_id"`
-	Status    string  `json:"status"`
-	CreatedAt string  `json:"created_at"`
-	StartedAt *string `json:"started_at,omitempty"`
-	EndedAt   *string `json:"ended_at,omitempty"`
-}
-
-type listJSON struct {
-	Jobs []jobInfoJSON `json:"jobs"`
-}
-
-type deletedJSON struct {
-	JobID   string `json:"job_id"`
-	Deleted bool   `json:"deleted"`
-}
+// The answer shapes are package wire's. JobResult, which carries output
+// windows, is written by hand below (the same bytes; a test compares them).
 
 const timeLayout = "2006-01-02T15:04:05Z"
 
@@ -67,15 +29,15 @@ func optTime(t *time.Time) *string {
 	return &s
 }
 
-func statusJSON(v *jobs.StatusView) statusViewJSON {
-	return statusViewJSON{JobID: v.JobID, Status: v.Status, Done: v.Done, ExitCode: v.ExitCode,
+func statusJSON(v *jobs.StatusView) wire.JobStatus {
+	return wire.JobStatus{JobID: v.JobID, Status: v.Status, Done: v.Done, ExitCode: v.ExitCode,
 		CreatedAt: apiTime(v.CreatedAt), StartedAt: optTime(v.StartedAt), EndedAt: optTime(v.EndedAt), Offset: v.Offset}
 }
 
 // writeResult answers a JobResult. It is the answer that carries output
 // windows of up to 512 KiB, so it is written by hand into a pooled buffer:
-// the same bytes encoding/json would produce (resultJSON documents the
-// shape; a test compares the two), without its reflection and copies.
+// the same bytes encoding/json would produce for wire.JobResult (a test
+// compares the two), without its reflection and copies.
 func writeResult(w http.ResponseWriter, r *jobs.Result) {
 	bp := resultBufs.Get().(*[]byte)
 	b := appendResult((*bp)[:0], r)

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/shellctl/shellctl/internal/wire"
 )
 
 // Client talks to one shellctl server.
@@ -32,38 +34,12 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// JobResult is the answer of run, wait, input and tail.
-type JobResult struct {
-	JobID      string `json:"job_id"`
-	Done       bool   `json:"done"`
-	Status     string `json:"status"`
-	ExitCode   *int   `json:"exit_code"`
-	OutputPath string `json:"output_path"`
-	Output     string `json:"output"`
-	Offset     int64  `json:"offset"`
-	Truncated  bool   `json:"truncated"`
-}
-
-// JobStatus is the answer of status and terminate.
-type JobStatus struct {
-	JobID     string  `json:"job_id"`
-	Status    string  `json:"status"`
-	Done      bool    `json:"done"`
-	ExitCode  *int    `json:"exit_code"`
-	CreatedAt string  `json:"created_at"`
-	StartedAt *string `json:"started_at"`
-	EndedAt   *string `json:"ended_at"`
-	Offset    int64   `json:"offset"`
-}
-
-// JobInfo is one item of a list.
-type JobInfo struct {
-	JobID     string `json:"job_id"`
-	Status    string `json:"status"`
-	CreatedAt string `json:"created_at"`
-	StartedAt string `json:"started_at,omitempty"`
-	EndedAt   string `json:"ended_at,omitempty"`
-}
+// The answer shapes (package wire, shared with the server).
+type (
+	JobResult = wire.JobResult
+	JobStatus = wire.JobStatus
+	JobInfo   = wire.JobInfo
+)
 
 // Terminal is a terminal size.
 type Terminal struct {
@@ -200,9 +176,7 @@ func (c *Client) List(ctx context.Context, status string, limit int) ([]JobInfo,
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var out struct {
-		Jobs []JobInfo `json:"jobs"`
-	}
+	var out wire.JobList
 	path := "/v1/jobs"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
@@ -233,8 +207,6 @@ func (c *Client) Delete(ctx context.Context, id string, force bool, grace float6
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out struct {
-		Deleted bool `json:"deleted"`
-	}
+	var out wire.Deleted
 	return c.call(ctx, http.MethodDelete, path, nil, &out)
 }
