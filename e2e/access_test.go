@@ -507,3 +507,28 @@ func TestAccessWorkspaceRootSymlinkEscape(t *testing.T) {
 		t.Errorf("a job wrote into %s, outside the workspace root, through a symlink cwd", other)
 	}
 }
+
+// With --workspace-root, a HOME from the request (read-write to the job, as
+// its cwd is) must lie inside the root too; one that does not exist yet is
+// judged by where it would be made.
+func TestAccessWorkspaceRootHome(t *testing.T) {
+	base := t.TempDir()
+	root := isoMkdir(t, filepath.Join(base, "ws"))
+	other := isoMkdir(t, filepath.Join(base, "other"))
+	os.Symlink(other, filepath.Join(root, "escape"))
+	s := startServer(t, serverOpts{args: []string{"--workspace-root", root}})
+	ok := filepath.Join(root, "home", "new")
+	res, _ := s.runDone(t, client.RunRequest{Script: "touch \"$HOME/x\"", Mode: "stdio", Cwd: root, Env: map[string]string{"HOME": ok}})
+	if code(res) != 0 {
+		t.Fatalf("HOME inside the root: exit %d", code(res))
+	}
+	for _, home := range []string{other, filepath.Join(root, "..", "other"), filepath.Join(root, "escape", "deeper"), "relative/home"} {
+		st, raw, err := s.c.Do(ctx(t), "POST", "/v1/jobs/run", map[string]any{"script": "touch \"$HOME/x\"", "cwd": root, "env": map[string]string{"HOME": home}})
+		if err != nil || st != 403 || !strings.Contains(string(raw), `"cwd_not_allowed"`) || !strings.Contains(string(raw), "HOME") {
+			t.Errorf("HOME %q: %d %s %v", home, st, raw, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(other, "deeper")); !os.IsNotExist(err) {
+		t.Errorf("a refused HOME was made: %v", err)
+	}
+}

@@ -156,6 +156,32 @@ type RunRequest struct {
 	SessionID string
 }
 
+// homeWithin checks that a job's HOME lies within the workspace root. It
+// may not exist yet (the stage makes it): then its nearest existing
+// ancestor is resolved and the rest appended.
+func homeWithin(home, root string) error {
+	if !filepath.IsAbs(home) {
+		return errorf(ErrCwdNotAllowed, "HOME %q is not an absolute path inside the workspace root %q", home, root)
+	}
+	p, rest := filepath.Clean(home), ""
+	for {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = filepath.Join(real, rest)
+			break
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+	if !Within(p, root) {
+		return errorf(ErrCwdNotAllowed, "HOME %q (really %q) is outside the workspace root %q", home, p, root)
+	}
+	return nil
+}
+
 // Within reports whether path is root or lies beneath it (both clean and
 // absolute).
 func Within(path, root string) bool {
@@ -209,11 +235,17 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 			return nil, errorf(ErrCwdNotAllowed, "cwd %q (really %q) is outside the workspace root %q", cwd, real, root)
 		}
 		cwd = real
+		// The job's HOME is read-write to it as much as its cwd.
+		if h, ok := req.Env["HOME"]; ok {
+			if err := homeWithin(h, root); err != nil {
+				return nil, err
+			}
+		}
 	}
 	s.mu.Lock()
 	if s.cfg.MaxRunning > 0 && len(s.live) >= s.cfg.MaxRunning {
 		s.mu.Unlock()
-		return nil, errorf(ErrTooManyJobs, "%d jobs are running, the limit is %d", s.cfg.MaxRunning, s.cfg.MaxRunning)
+		return nil, errorf(ErrTooManyJobs, "%d jobs are running, the limit (--max-running-jobs) is %d", len(s.live), s.cfg.MaxRunning)
 	}
 	id := NewID()
 	j := newJob(id, runner.JobDir(s.cfg.StateDir, id), req.Mode)
