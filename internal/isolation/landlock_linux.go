@@ -264,7 +264,12 @@ type rulesetAttr struct {
 // thread) to cfg's rules with the strongest ABI the kernel offers. The
 // caller must have locked its goroutine to the OS thread it will exec from.
 // Network access is not handled (see docs/security.md).
-func applyLandlock(cfg *StageConfig) (Applied, error) {
+func applyLandlock(cfg *StageConfig) (Applied, error) { return applyLandlockTo(cfg, false) }
+
+// applyLandlockTo builds the job's domain and restricts the process (every
+// thread where the runtime can) or, with threadOnly, only the calling
+// thread.
+func applyLandlockTo(cfg *StageConfig, threadOnly bool) (Applied, error) {
 	var a Applied
 	abi, errata, err := detectABI()
 	if err != nil {
@@ -304,7 +309,12 @@ func applyLandlock(cfg *StageConfig) (Applied, error) {
 		}
 	}
 
-	allThreads, err := restrictSelf(rulesetFD)
+	var allThreads bool
+	if threadOnly {
+		err = restrictThread(rulesetFD)
+	} else {
+		allThreads, err = restrictSelf(rulesetFD)
+	}
 	if err != nil {
 		return a, err
 	}
@@ -326,6 +336,19 @@ func applyLandlock(cfg *StageConfig) (Applied, error) {
 // without CAP_SYS_ADMIN, and it stops setuid programs from gaining
 // privileges inside the job) and enforces the ruleset: on every thread when
 // the runtime allows it, else on the calling (locked) thread.
+// restrictThread restricts the calling thread only: no_new_privs and the
+// Landlock domain are both per-thread, and a process forked from that
+// thread inherits them.
+func restrictThread(rulesetFD int) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rulesetFD), 0, 0); e != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", e)
+	}
+	return nil
+}
+
 func restrictSelf(rulesetFD int) (allThreads bool, err error) {
 	_, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0)
 	switch e {

@@ -32,6 +32,8 @@ const (
 	ReasonMaxOutput   = "max_output_bytes"
 	ReasonOOM         = "oom_killed"
 	ReasonStartFailed = "start_failed"
+	ReasonSetupFailed = "setup_failed" // isolation or setup refused to run the job (exit 125)
+	ReasonExecFailed  = "exec_failed"  // the program could not be executed (126, 127)
 	ReasonRunnerLost  = "runner_lost"
 	ReasonStartupLost = "runner_never_started"
 	ReasonSupervision = "supervision_failed"
@@ -78,12 +80,13 @@ type Runner struct {
 	exitAck   chan struct{}
 	ackOnce   sync.Once
 
-	tracker    proctree.Tracker // set under rmu (the reaper reads it)
-	cgroupPath string           // the job's cgroup directory, when it has one
-	stage      *isolation.Stage
-	master     *os.File      // pty mode
-	pumpDone   chan struct{} // closed when all output is on disk
-	inputCh    chan []byte
+	tracker      proctree.Tracker // set under rmu (the reaper reads it)
+	cgroupPath   string           // the job's cgroup directory, when it has one
+	cgroupFD     int              // the job's cgroup directory, open for clone into it (-1: none)
+	launchReason string           // why a job that never started ended
+	master       *os.File         // pty mode
+	pumpDone     chan struct{}    // closed when all output is on disk
+	inputCh      chan []byte
 
 	// reaper state
 	rmu       sync.Mutex
@@ -97,7 +100,7 @@ type Runner struct {
 //	shellctl-runner --state-dir DIR --ctl-fd N [--job-id ID] [--memory-max BYTES] [--pids-max N] [--no-cgroup]
 //
 // The runner starts its job's process group (a cgroup where the machine has
-// one) and its isolation stage at once, then waits on the control channel
+// one) at once, then waits on the control channel
 // for an assign message carrying the job's spec. The server keeps a few
 // runners started this way ahead of need (a job's start then costs no
 // process start-up), and starts one on demand when none is ready; both take
@@ -147,6 +150,12 @@ func Main(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// Nothing the runner holds may reach the job it forks: the control
+	// channel it inherited (fd 3, not close-on-exec) least of all.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		log.Error("mark descriptors close-on-exec", "err", err)
+		return 1
+	}
 	ctl, err := proto.FileConn(ctlFD)
 	if err != nil {
 		log.Error("control channel", "err", err)
@@ -161,6 +170,7 @@ func Main(args []string) int {
 		inputCh:   make(chan []byte, inputQueue),
 		early:     map[int]unix.WaitStatus{},
 		mainState: make(chan unix.WaitStatus, 1),
+		cgroupFD:  -1,
 	}
 	// SIGCHLD must be watched before the first child exists.
 	sigCh := make(chan os.Signal, 16)
@@ -175,20 +185,14 @@ func Main(args []string) int {
 		for range drop {
 		}
 	}()
+	// Signals ignored by whoever started the server would stay ignored
+	// in every job.
+	isolation.ResetIgnoredSignals()
 	go r.reap(sigCh)
 	prepErr := r.prestart(opts)
 	spec, err := r.awaitAssign(ctl)
 	if err != nil {
-		// The server went away before it needed us: leave quietly (the
-		// waiting stage fails on its closed config socket, and is gone
-		// before its group is removed).
-		if r.stage != nil {
-			r.stage.Close()
-			select {
-			case <-r.mainState:
-			case <-time.After(leftoverWait):
-			}
-		}
+		// The server went away before it needed us: leave quietly.
 		r.closeTracker()
 		return 0
 	}
@@ -219,17 +223,12 @@ func showJobID(id string) {
 	}
 }
 
-// prestart makes the job's process group and starts the isolation stage
-// inside it, which then waits for its job. With a cgroup the stage is born
-// in it (clone into the cgroup): moving a running process into a cgroup
-// waits for the kernel's RCU machinery, milliseconds that would otherwise
-// sit on the path of every job.
+// prestart makes the job's process group — a cgroup where the machine has
+// one — before the job is known, and keeps its directory open so the job is
+// born inside it (clone into the cgroup): moving a running process into a
+// cgroup waits for the kernel's RCU machinery, milliseconds that would
+// otherwise sit on the path of every job.
 func (r *Runner) prestart(opts proctree.Options) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own binary: %w", err)
-	}
-	r.self = self
 	// Unique among live runners by the pid, and against a group left by a
 	// dead runner of the same pid by the time.
 	opts.Name = fmt.Sprintf("shellctl-%d-%x", os.Getpid(), time.Now().UnixNano()&0xffffffff)
@@ -250,31 +249,9 @@ func (r *Runner) prestart(opts proctree.Options) error {
 		r.cgroupPath = info.Path
 	}
 	r.rmu.Unlock()
-	cgfd, err := proctree.OpenCgroupFD(tr)
-	if err != nil {
-		cgfd = -1
+	if fd, err := proctree.OpenCgroupFD(tr); err == nil {
+		r.cgroupFD = fd
 	}
-	st, err := isolation.NewStage(self, cgfd)
-	if err != nil {
-		if cgfd >= 0 {
-			unix.Close(cgfd)
-		}
-		return err
-	}
-	err = st.Start()
-	if cgfd >= 0 {
-		unix.Close(cgfd)
-	}
-	if err != nil {
-		return err
-	}
-	if cgfd < 0 {
-		if err := tr.Add(st.PID()); err != nil {
-			r.log.Warn("track job process", "pid", st.PID(), "err", err)
-		}
-	}
-	r.stage = st
-	r.setMainPID(st.PID())
 	return nil
 }
 
@@ -310,8 +287,7 @@ func (r *Runner) closeTracker() {
 	}
 }
 
-// awaitAssign waits on the control channel for the job to run. The stage
-// ending first (killed) ends the wait too.
+// awaitAssign waits on the control channel for the job to run.
 func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 	type got struct {
 		m   *proto.Msg
@@ -322,14 +298,7 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 		m, err := ctl.Recv()
 		ch <- got{m, err}
 	}()
-	var g got
-	select {
-	case g = <-ch:
-	case ws := <-r.mainState:
-		// Keep the status for waitAndFinish should a job still come.
-		r.mainState <- ws
-		g = <-ch
-	}
+	g := <-ch
 	if g.err != nil {
 		return nil, g.err
 	}
@@ -347,7 +316,6 @@ func (r *Runner) run() int {
 	s := r.spec
 	go r.sendSizes()
 	if err := r.start(); err != nil {
-		r.stage.Close()
 		r.finishFailed(err)
 		return 1
 	}
@@ -422,16 +390,6 @@ func exitOf(ws unix.WaitStatus) (code, sig int) {
 	return 128, 0
 }
 
-// begin records the job's start; the stage's pid becomes the job's pid when
-// it executes the script.
-func (r *Runner) begin() {
-	pid := r.stage.PID()
-	r.mu.Lock()
-	r.pid = pid
-	r.startedAt = time.Now()
-	r.mu.Unlock()
-}
-
 func (r *Runner) running() {
 	r.mu.Lock()
 	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation}
@@ -453,6 +411,9 @@ func (r *Runner) waitAndFinish() {
 		m.Reason = ReasonSignal
 	}
 	r.mu.Lock()
+	if r.launchReason != "" {
+		m.Reason = r.launchReason
+	}
 	if r.terminating != "" {
 		m.Status = jobstate.StatusTerminated
 		m.Reason = r.terminating

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/creack/pty"
@@ -25,11 +27,11 @@ const stdioBuffer = 256 << 10
 // default cap for unprivileged pipes (/proc/sys/fs/pipe-max-size).
 const stdioPipeSize = 1 << 20
 
-// start launches the job's process through the isolation stage.
+// start launches the job's process, confined for it.
 func (r *Runner) start() error {
 	s := r.spec
-	// output.log is made once the stage has its job (openOutput): until
-	// then the job's first output waits in its terminal or pipe.
+	// output.log is made once the job is started (openOutput): until then
+	// its first output waits in its terminal or pipe.
 	w := &outWriter{r: r, max: s.MaxOutputBytes}
 	cfg := isolation.StageConfig{
 		Argv:      s.Argv,
@@ -65,19 +67,19 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		slave.Close()
 		return err
 	}
-	r.begin()
-	err = r.stage.Send(cfg, [3]*os.File{slave, slave, slave})
+	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, int(slave.Fd()))
 	// Only the job may hold the terminal's slave side: once it and its
 	// descendants close it, reading the master ends with EIO, which is how
 	// the runner knows the output is complete.
 	slave.Close()
-	if err != nil {
-		master.Close()
-		return err
-	}
 	if err := r.openOutput(w); err != nil {
 		master.Close()
 		return err
+	}
+	if l.pid == 0 {
+		master.Close()
+		r.launchFailed(l, w)
+		return nil
 	}
 	r.master = master
 	r.pumpDone = make(chan struct{})
@@ -88,7 +90,7 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		}
 	}()
 	go r.writeInput()
-	r.afterStart(nil)
+	r.afterStart(l)
 	return nil
 }
 
@@ -112,19 +114,21 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 	if err != nil {
 		return fmt.Errorf("make stderr pipe: %w", err)
 	}
-	r.begin()
-	err = r.stage.Send(cfg, [3]*os.File{devNull, outW, errW})
+	l := r.launch(cfg, [3]*os.File{devNull, outW, errW}, -1)
 	// Our copies of the write ends must go, or the pipes never reach end
 	// of file.
 	outW.Close()
 	errW.Close()
-	if err == nil {
-		err = r.openOutput(w)
-	}
-	if err != nil {
+	if err := r.openOutput(w); err != nil {
 		outR.Close()
 		errR.Close()
 		return err
+	}
+	if l.pid == 0 {
+		outR.Close()
+		errR.Close()
+		r.launchFailed(l, w)
+		return nil
 	}
 	r.pumpDone = make(chan struct{})
 	errDone := make(chan struct{})
@@ -151,11 +155,11 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 		// descendant still holding stderr is never cut off.
 		<-errDone
 	}()
-	r.afterStart(w)
+	r.afterStart(l)
 	return nil
 }
 
-// openOutput makes output.log for w, once the job was handed to its stage.
+// openOutput makes output.log for w, once the job was started.
 // Failing that, the job is ended: its output would have nowhere to go.
 func (r *Runner) openOutput(w *outWriter) error {
 	f, err := os.OpenFile(filepath.Join(r.spec.Dir, OutputFile), os.O_WRONLY|os.O_CREATE, 0o600)
@@ -167,35 +171,22 @@ func (r *Runner) openOutput(w *outWriter) error {
 	return nil
 }
 
-// afterStart reports "running" once the stage has applied isolation and
-// executed the script (or failed). stdioOut is the output log of a stdio
-// job: a setup failure is said there too, since the stage's own line went
-// to stderr.log, which is not served.
-func (r *Runner) afterStart(stdioOut *outWriter) {
-	a, err := r.stage.Applied()
-	if err == nil {
-		r.mu.Lock()
-		r.isolation = marshalApplied(a)
-		r.mu.Unlock()
-		if a.Error != "" && stdioOut != nil {
-			fmt.Fprintf(stdioOut, "shellctl: %s\n", a.Error)
-		}
-	}
+// afterStart records what isolation was applied and reports "running".
+func (r *Runner) afterStart(l launched) {
+	r.mu.Lock()
+	r.isolation = marshalApplied(l.applied)
+	r.mu.Unlock()
 	r.running()
 	r.watchRuntime()
 }
 
 // claimTerminal makes slave the controlling terminal of the runner's
-// session (the server started the runner as a session leader without one)
-// and the stage's process group its foreground, so the job reads and
-// writes the terminal as a foreground job and ^C reaches it.
+// session (the server started the runner as a session leader without one);
+// the job's process group then puts itself in the terminal's foreground, so
+// it reads and writes the terminal as a foreground job and ^C reaches it.
 func (r *Runner) claimTerminal(slave *os.File) error {
-	fd := int(slave.Fd())
-	if err := unix.IoctlSetInt(fd, unix.TIOCSCTTY, 0); err != nil {
+	if err := unix.IoctlSetInt(int(slave.Fd()), unix.TIOCSCTTY, 0); err != nil {
 		return fmt.Errorf("make the job's terminal the runner's controlling terminal: %w", err)
-	}
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, r.stage.PID()); err != nil {
-		return fmt.Errorf("put the job in the terminal's foreground: %w", err)
 	}
 	return nil
 }
@@ -366,4 +357,103 @@ func copyStdout(w *outWriter, src *os.File) error {
 	}
 	_, err = io.CopyBuffer(w, src, make([]byte, stdioBuffer))
 	return err
+}
+
+// launched is how a job's start went.
+type launched struct {
+	pid     int               // 0: the job did not start
+	applied isolation.Applied // what confines it
+	setup   error             // isolation could not be set up: exit 125
+	start   error             // the program could not be executed: 126/127
+}
+
+// launch starts the job's process, forked from an OS thread of the runner
+// that is confined for it first (isolation.ConfineThread): the job is in
+// its Landlock domain from its first instruction, while the runner's other
+// threads stay unrestricted. The thread is never released, so it ends with
+// the goroutine and nothing else ever runs confined. stdio are the job's
+// fds 0-2; ttyFD ≥ 0 is the terminal (in this process) whose foreground
+// the job's process group takes.
+func (r *Runner) launch(cfg isolation.StageConfig, stdio [3]*os.File, ttyFD int) launched {
+	ch := make(chan launched, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		var l launched
+		defer func() { ch <- l }()
+		// The child takes this thread's signal mask: none blocked.
+		var none unix.Sigset_t
+		_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
+		l.applied, l.setup = isolation.ConfineThread(&cfg)
+		if l.setup != nil {
+			return
+		}
+		attr := &syscall.SysProcAttr{Setpgid: true}
+		if ttyFD >= 0 {
+			attr.Foreground, attr.Ctty = true, ttyFD
+		}
+		if r.cgroupFD >= 0 {
+			// Born in the job's cgroup: moving a running process into
+			// a cgroup waits for the kernel's RCU machinery.
+			attr.UseCgroupFD, attr.CgroupFD = true, r.cgroupFD
+		}
+		cmd := &exec.Cmd{Path: cfg.Argv[0], Args: cfg.Argv, Env: cfg.Env, Dir: cfg.Cwd,
+			Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], SysProcAttr: attr}
+		// The runner reaps it (and every orphan of the tree) itself,
+		// never cmd.Wait; an exit before setMainPID is kept for it.
+		if err := cmd.Start(); err != nil {
+			l.start = err
+			return
+		}
+		l.pid = cmd.Process.Pid
+	}()
+	l := <-ch
+	if l.pid != 0 {
+		if r.cgroupFD < 0 {
+			if err := r.tracker.Add(l.pid); err != nil {
+				r.log.Warn("track job process", "pid", l.pid, "err", err)
+			}
+		}
+		r.setMainPID(l.pid)
+		r.mu.Lock()
+		r.pid = l.pid
+		r.startedAt = time.Now()
+		r.mu.Unlock()
+	}
+	return l
+}
+
+// launchFailed ends a job that never started: the reason goes into its
+// output as a "shellctl: …" line and the exit code says which stage failed
+// (125 isolation or setup, 126 not executable, 127 not found), as a shell
+// would say it.
+func (r *Runner) launchFailed(l launched, w *outWriter) {
+	code, msg, reason := isolation.ExitSetupFailed, "", ReasonSetupFailed
+	if l.setup != nil {
+		msg = l.setup.Error()
+	} else {
+		reason = ReasonExecFailed
+		code = isolation.ExitCannotExec
+		if errors.Is(l.start, unix.ENOENT) {
+			code = isolation.ExitNotFound
+		}
+		msg = "exec " + r.spec.Argv[0] + ": " + l.start.Error()
+	}
+	fmt.Fprintf(w, "shellctl: %s\n", msg)
+	if r.spec.Mode == "stdio" {
+		// As the job's own stderr would have said it.
+		if f, err := os.OpenFile(filepath.Join(r.spec.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+			fmt.Fprintf(f, "shellctl: %s\n", msg)
+			f.Close()
+		}
+	}
+	r.mu.Lock()
+	r.isolation = marshalApplied(l.applied)
+	r.startedAt = time.Now()
+	r.mu.Unlock()
+	r.log.Warn("job did not start", "err", msg)
+	r.launchReason = reason + ": " + msg
+	r.pumpDone = make(chan struct{})
+	close(r.pumpDone) // nothing to drain
+	r.setMainPID(-1)
+	r.mainState <- unix.WaitStatus(code << 8) // as if it had exited with code
 }
