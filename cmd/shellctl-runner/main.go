@@ -1,19 +1,15 @@
-// Command shellctl-runner supervises one job. shellctl serve starts it
-// detached, one per job; with the hidden first argument __stage it is the
-// job's isolation stage instead (it confines itself, then executes the
-// script).
+// Command shellctl-runner supervises one job: shellctl serve starts it
+// detached (a few ahead of need), hands it a job over its control channel,
+// and the runner starts the job confined, copies its output, ends its
+// process tree on request or at a limit and publishes how it ended.
 package main
 
 import (
 	"os"
 
-	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/runner"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "__stage" {
-		isolation.StageMain() // never returns
-	}
 	os.Exit(runner.Main(os.Args[1:]))
 }

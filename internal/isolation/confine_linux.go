@@ -1,30 +1,100 @@
 package isolation
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// ConfineThread prepares the job of cfg on the calling OS thread: it makes
-// the job's HOME and confines this thread — not the process — in the job's
-// Landlock domain, so that a process forked from it starts confined. The
-// caller must hold the thread (runtime.LockOSThread) and never release it:
-// the thread then ends with its goroutine, and the rest of the runner stays
-// unrestricted. This is the child stage without a process of its own: the
-// job is forked straight from the confined thread.
+// Started is how a confined start went.
+type Started struct {
+	// PID is the job's process; 0 when it did not start.
+	PID int
+	// Applied is what confines it (or, with Err, why nothing does).
+	Applied Applied
+	// Code is, when the job did not start, the exit code that says why, as
+	// a shell would: ExitSetupFailed, ExitCannotExec or ExitNotFound.
+	Code int
+	// Err says why the job did not start.
+	Err error
+}
+
+// Start starts cfg's job confined. The job is forked from an OS thread of
+// the caller that is confined for it first — HOME made, Landlock domain and
+// no_new_privs set on that thread only — so the job is inside its domain
+// from its first instruction while every other thread of the caller stays
+// unrestricted. The thread is never released: it ends with its goroutine,
+// and nothing else ever runs confined. This is the child stage of the
+// design without a process of its own, so a job's start costs one fork.
 //
-// An error means the job must not run (exit ExitSetupFailed, saying why).
-func ConfineThread(cfg *StageConfig) (Applied, error) {
+// stdio become the job's fds 0–2 and nothing else reaches it (the caller
+// keeps its own descriptors close-on-exec). attr sets process attributes
+// (process group, foreground terminal, cgroup); argv, env and cwd are cfg's.
+// The job starts with no signal blocked; signals the caller ignores stay
+// ignored, so the caller resets them first (ResetIgnoredSignals). The
+// caller reaps the process.
+func Start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Started {
+	ch := make(chan Started, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		var st Started
+		defer func() { ch <- st }()
+		// The child takes this thread's signal mask.
+		var none unix.Sigset_t
+		_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
+		a, err := confineThread(cfg)
+		st.Applied = a
+		if err != nil {
+			st.Code, st.Err = ExitSetupFailed, err
+			st.Applied.Enabled, st.Applied.Error = false, err.Error()
+			return
+		}
+		prog, err := lookProgram(cfg.Argv[0], cfg.Env)
+		if err != nil {
+			st.Code, st.Err = ExitNotFound, err
+			return
+		}
+		cmd := &exec.Cmd{Path: prog, Args: cfg.Argv, Env: cfg.Env, Dir: cfg.Cwd,
+			Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], SysProcAttr: attr}
+		if err := cmd.Start(); err != nil {
+			st.Code, st.Err = ExitCannotExec, fmt.Errorf("exec %s: %w", prog, errors.Unwrap(err))
+			if errors.Is(err, syscall.ENOENT) {
+				st.Code = ExitNotFound
+			}
+			return
+		}
+		st.PID = cmd.Process.Pid
+	}()
+	return <-ch
+}
+
+// confineThread makes the job's HOME and confines the calling thread in
+// the job's Landlock domain. An error means the job must not run.
+func confineThread(cfg *StageConfig) (Applied, error) {
 	var a Applied
 	if cfg.ForceFail != "" {
-		return a, fmt.Errorf("%s", cfg.ForceFail)
+		return a, errors.New(cfg.ForceFail)
 	}
 	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
-		return a, fmt.Errorf("no program to run")
+		return a, errors.New("no program to run")
 	}
 	if cfg.Home != "" {
 		if err := ensureHome(cfg.Home); err != nil {
 			return a, err
+		}
+	}
+	if cfg.Cwd != "" {
+		if fi, err := os.Stat(cfg.Cwd); err != nil {
+			return a, fmt.Errorf("change to cwd: %w", err)
+		} else if !fi.IsDir() {
+			return a, fmt.Errorf("change to cwd: %s is not a directory", cfg.Cwd)
 		}
 	}
 	if !cfg.Policy.Enabled {
@@ -34,7 +104,9 @@ func ConfineThread(cfg *StageConfig) (Applied, error) {
 	if (cfg.Home != "" && !filepath.IsAbs(cfg.Home)) || !filepath.IsAbs(cfg.Cwd) {
 		return a, fmt.Errorf("path isolation needs an absolute home and cwd (home %q, cwd %q)", cfg.Home, cfg.Cwd)
 	}
-	a, err := applyLandlockTo(cfg, true)
+	// Landlock binds each rule to the directory its path named now: a
+	// path component swapped later (a symlink) does not move the rule.
+	a, err := applyLandlock(cfg)
 	if err != nil {
 		return a, fmt.Errorf("path isolation is on but Landlock could not be applied: %w", err)
 	}
@@ -44,5 +116,21 @@ func ConfineThread(cfg *StageConfig) (Applied, error) {
 // ResetIgnoredSignals puts every signal this process inherited as ignored
 // back to its default: an ignored signal stays ignored across fork and
 // exec, and a job must not start deaf to signals because of how an
-// ancestor of the server was started.
-func ResetIgnoredSignals() { resetIgnoredSignals() }
+// ancestor of the server was started (nohup, a CI harness). Signals Go
+// handles reset by themselves at exec.
+func ResetIgnoredSignals() {
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		var old kernelSigaction
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			continue
+		}
+		if old.handler != sigIgn {
+			continue
+		}
+		var dfl kernelSigaction // SIG_DFL, no flags, empty mask
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	}
+}

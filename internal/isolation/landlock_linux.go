@@ -3,25 +3,20 @@ package isolation
 // Landlock through golang.org/x/sys/unix.
 //
 // Why not go-landlock: its syscall package imports libcap's psx module to run
-// a syscall on every thread, and psx is not in this module's go.mod/go.sum,
-// so importing go-landlock does not build here. The stage needs only a small
-// part of it (create a ruleset, add path rules, restrict self), which is
-// written out below with the same per-ABI tables and the same erratum rule.
+// a syscall on every thread, which shellctl does not want: a job is confined
+// on one thread only. The few calls needed (create a ruleset, add path
+// rules, restrict self) are written out below with the same per-ABI tables
+// and the same erratum rule.
 //
-// Threads: Landlock restricts the calling thread only (before ABI 8's TSYNC
-// flag). The stage locks its goroutine to one OS thread, restricts it and
-// execve's from that same thread; execve leaves the process with exactly that
-// thread, so the job inherits its domain. Where the Go runtime can (cgo
-// disabled, the production build), syscall.AllThreadsSyscall restricts every
-// thread of the stage as well, as go-landlock does; in cgo builds (e.g.
-// `go test -race`) it returns ENOTSUP and only the exec'ing thread is
-// restricted, which Applied.AllThreads records.
+// Threads: Landlock and no_new_privs are per-thread. Start confines one
+// locked OS thread of the runner and forks the job from it; the job
+// inherits the thread's domain and the runner's other threads stay
+// unrestricted. The thread is never released.
 
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -112,10 +107,9 @@ func handledFSForABI(abi int) uint64 {
 }
 
 // erratumSignalScope is the Landlock erratum bit for signal scoping between
-// threads of one process. Without its fix, restricting threads one after
-// the other (as AllThreadsSyscall does) with signal scoping on could block
-// the Go runtime's own signals between them; go-landlock then falls back to
-// ABI 5, we only leave signal scoping out.
+// threads of one process. Without its fix, a thread confined with signal
+// scoping could be kept from the Go runtime's own signals between threads;
+// go-landlock then falls back to ABI 5, we only leave signal scoping out.
 const erratumSignalScope = 1 << 1
 
 // scopedForABI is the set of IPC scopes to restrict.
@@ -264,12 +258,9 @@ type rulesetAttr struct {
 // thread) to cfg's rules with the strongest ABI the kernel offers. The
 // caller must have locked its goroutine to the OS thread it will exec from.
 // Network access is not handled (see docs/security.md).
-func applyLandlock(cfg *StageConfig) (Applied, error) { return applyLandlockTo(cfg, false) }
-
-// applyLandlockTo builds the job's domain and restricts the process (every
-// thread where the runtime can) or, with threadOnly, only the calling
-// thread.
-func applyLandlockTo(cfg *StageConfig, threadOnly bool) (Applied, error) {
+// applyLandlock builds the job's domain and restricts the calling thread
+// with it (only that thread: the job is forked from it).
+func applyLandlock(cfg *StageConfig) (Applied, error) {
 	var a Applied
 	abi, errata, err := detectABI()
 	if err != nil {
@@ -309,18 +300,11 @@ func applyLandlockTo(cfg *StageConfig, threadOnly bool) (Applied, error) {
 		}
 	}
 
-	var allThreads bool
-	if threadOnly {
-		err = restrictThread(rulesetFD)
-	} else {
-		allThreads, err = restrictSelf(rulesetFD)
-	}
-	if err != nil {
+	if err := restrictThread(rulesetFD); err != nil {
 		return a, err
 	}
 
 	a.Enabled = true
-	a.AllThreads = allThreads
 	a.HandledFS = accessNames(handled)
 	a.ScopeSignal = scoped&unix.LANDLOCK_SCOPE_SIGNAL != 0
 	a.ScopeAbstractUnix = scoped&unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET != 0
@@ -332,13 +316,11 @@ func applyLandlockTo(cfg *StageConfig, threadOnly bool) (Applied, error) {
 	return a, nil
 }
 
-// restrictSelf sets no_new_privs (required by landlock_restrict_self
+// restrictThread sets no_new_privs (required by landlock_restrict_self
 // without CAP_SYS_ADMIN, and it stops setuid programs from gaining
-// privileges inside the job) and enforces the ruleset: on every thread when
-// the runtime allows it, else on the calling (locked) thread.
-// restrictThread restricts the calling thread only: no_new_privs and the
-// Landlock domain are both per-thread, and a process forked from that
-// thread inherits them.
+// privileges inside the job) and enforces the ruleset, on the calling
+// thread only: both are per-thread, and a process forked from the thread
+// inherits them.
 func restrictThread(rulesetFD int) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
@@ -347,26 +329,4 @@ func restrictThread(rulesetFD int) error {
 		return fmt.Errorf("landlock_restrict_self: %w", e)
 	}
 	return nil
-}
-
-func restrictSelf(rulesetFD int) (allThreads bool, err error) {
-	_, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0)
-	switch e {
-	case 0:
-		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rulesetFD), 0, 0); e != 0 {
-			return false, fmt.Errorf("landlock_restrict_self (all threads): %w", e)
-		}
-		return true, nil
-	case syscall.ENOTSUP:
-		// cgo build: the runtime cannot reach threads created by C.
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return false, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-		}
-		if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rulesetFD), 0, 0); e != 0 {
-			return false, fmt.Errorf("landlock_restrict_self: %w", e)
-		}
-		return false, nil
-	default:
-		return false, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS) on all threads: %w", e)
-	}
 }

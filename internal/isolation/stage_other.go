@@ -3,19 +3,24 @@
 package isolation
 
 import (
-	"fmt"
+	"errors"
 	"os"
+	"syscall"
 )
 
-// StageMain fails on systems without Landlock: the stage exists to confine
-// a job, and a job must not run unconfined by accident.
-func StageMain() {
-	fmt.Fprintln(os.Stderr, "shellctl: the job stage needs Linux")
-	os.Exit(ExitSetupFailed)
+// Start refuses on systems without Landlock: a job must not run unconfined
+// by accident.
+func Start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Started {
+	return Started{Code: ExitSetupFailed, Err: errors.New("confining a job needs Linux")}
 }
 
-// configChannel is a plain pipe where the stage cannot run anyway.
-func configChannel() (theirs, ours *os.File, err error) {
-	r, w, err := os.Pipe()
-	return r, w, err
+// ResetIgnoredSignals does nothing where jobs cannot start.
+func ResetIgnoredSignals() {}
+
+// Started is how a confined start went (see the Linux file).
+type Started struct {
+	PID     int
+	Applied Applied
+	Code    int
+	Err     error
 }

@@ -40,7 +40,7 @@ type Config struct {
 	ServerEnv    []string // the server's environment, filtered per job by isolation.BuildEnv
 	InheritNone  bool
 	Policy       isolation.Policy
-	// ForceIsolationFail is a test hook: every job's isolation stage fails
+	// ForceIsolationFail is a test hook: every job's confinement fails
 	// with this message.
 	ForceIsolationFail string
 	WorkspaceRoot      string
@@ -157,7 +157,7 @@ type RunRequest struct {
 }
 
 // homeWithin checks that a job's HOME lies within the workspace root. It
-// may not exist yet (the stage makes it): then its nearest existing
+// may not exist yet (the runner makes it): then its nearest existing
 // ancestor is resolved and the rest appended.
 func homeWithin(home, root string) error {
 	if !filepath.IsAbs(home) {
@@ -224,9 +224,10 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 	}
 	if root := s.cfg.WorkspaceRoot; root != "" {
 		// Judge the directory the job would really be in: a symlink inside
-		// the root may point anywhere (and a job can make one). The stage
-		// checks again after it changed into it, so swapping a path
-		// component in between gains nothing.
+		// the root may point anywhere (and a job can make one). The job is
+		// given the resolved path, and its Landlock rule is bound to the
+		// directory that path names when the rule is made, so swapping a
+		// path component afterwards gains no write access.
 		real, err := filepath.EvalSymlinks(cwd)
 		if err != nil {
 			return nil, errorf(ErrInvalidCwd, "cwd %q cannot be resolved: %v", cwd, err)
@@ -292,7 +293,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 			ServerEnv: s.cfg.ServerEnv, InheritNone: s.cfg.InheritNone, Request: req.Env,
 			Home: home, Cwd: cwd, PTY: req.Mode == "pty",
 		}),
-		Cwd: cwd, Home: home, Cols: req.Cols, Rows: req.Rows, WorkspaceRoot: s.cfg.WorkspaceRoot,
+		Cwd: cwd, Home: home, Cols: req.Cols, Rows: req.Rows,
 		Policy:             s.cfg.Policy,
 		ForceIsolationFail: s.cfg.ForceIsolationFail,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),

@@ -60,7 +60,6 @@ const (
 type Runner struct {
 	spec *Spec
 	log  *slog.Logger
-	self string // path of this binary, for the isolation stage
 
 	ln *proto.Listener
 

@@ -1,5 +1,5 @@
 // Package runner is what shellctl-runner does for one job: start the job's
-// process (in a terminal or with pipes) through the isolation stage, copy its
+// process (in a terminal or with pipes), confined for it, copy its
 // output to disk, end its process tree on request or at a limit, and publish
 // how it ended — to the server over the control channel, and to the database
 // itself when no server is there to hear it.
@@ -29,17 +29,15 @@ type Spec struct {
 	Mode     string `json:"mode"` // "pty" or "stdio"
 	// ControlKey authenticates connections to the control socket.
 	ControlKey string   `json:"control_key"`
-	Argv       []string `json:"argv"` // what the stage executes
+	Argv       []string `json:"argv"` // what the job executes
 	Env        []string `json:"env"`
 	Cwd        string   `json:"cwd"`
 	Home       string   `json:"home"`
 	Cols       int      `json:"cols"`
-	// WorkspaceRoot, when set, is where the job's cwd must really lie.
-	WorkspaceRoot string `json:"workspace_root,omitempty"`
-	Rows          int    `json:"rows"`
+	Rows       int      `json:"rows"`
 
 	Policy isolation.Policy `json:"policy"`
-	// ForceIsolationFail makes the isolation stage fail with this message
+	// ForceIsolationFail makes the job's confinement fail with this message
 	// (a test hook set only from the server's own configuration).
 	ForceIsolationFail string `json:"force_isolation_fail,omitempty"`
 

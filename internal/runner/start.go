@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"syscall"
@@ -41,8 +40,6 @@ func (r *Runner) start() error {
 		Script:    filepath.Join(s.Dir, ScriptFile),
 		Policy:    s.Policy,
 		ForceFail: s.ForceIsolationFail,
-
-		WorkspaceRoot: s.WorkspaceRoot,
 	}
 	if s.Mode == "pty" {
 		return r.startPTY(cfg, w)
@@ -76,7 +73,7 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 		master.Close()
 		return err
 	}
-	if l.pid == 0 {
+	if l.PID == 0 {
 		master.Close()
 		r.launchFailed(l, w)
 		return nil
@@ -124,7 +121,7 @@ func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
 		errR.Close()
 		return err
 	}
-	if l.pid == 0 {
+	if l.PID == 0 {
 		outR.Close()
 		errR.Close()
 		r.launchFailed(l, w)
@@ -172,9 +169,9 @@ func (r *Runner) openOutput(w *outWriter) error {
 }
 
 // afterStart records what isolation was applied and reports "running".
-func (r *Runner) afterStart(l launched) {
+func (r *Runner) afterStart(l isolation.Started) {
 	r.mu.Lock()
-	r.isolation = marshalApplied(l.applied)
+	r.isolation = marshalApplied(l.Applied)
 	r.mu.Unlock()
 	r.running()
 	r.watchRuntime()
@@ -359,84 +356,46 @@ func copyStdout(w *outWriter, src *os.File) error {
 	return err
 }
 
-// launched is how a job's start went.
-type launched struct {
-	pid     int               // 0: the job did not start
-	applied isolation.Applied // what confines it
-	setup   error             // isolation could not be set up: exit 125
-	start   error             // the program could not be executed: 126/127
-}
-
-// launch starts the job's process, forked from an OS thread of the runner
-// that is confined for it first (isolation.ConfineThread): the job is in
-// its Landlock domain from its first instruction, while the runner's other
-// threads stay unrestricted. The thread is never released, so it ends with
-// the goroutine and nothing else ever runs confined. stdio are the job's
-// fds 0-2; ttyFD ≥ 0 is the terminal (in this process) whose foreground
-// the job's process group takes.
-func (r *Runner) launch(cfg isolation.StageConfig, stdio [3]*os.File, ttyFD int) launched {
-	ch := make(chan launched, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		var l launched
-		defer func() { ch <- l }()
-		// The child takes this thread's signal mask: none blocked.
-		var none unix.Sigset_t
-		_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
-		l.applied, l.setup = isolation.ConfineThread(&cfg)
-		if l.setup != nil {
-			return
-		}
-		attr := &syscall.SysProcAttr{Setpgid: true}
-		if ttyFD >= 0 {
-			attr.Foreground, attr.Ctty = true, ttyFD
-		}
-		if r.cgroupFD >= 0 {
-			// Born in the job's cgroup: moving a running process into
-			// a cgroup waits for the kernel's RCU machinery.
-			attr.UseCgroupFD, attr.CgroupFD = true, r.cgroupFD
-		}
-		cmd := &exec.Cmd{Path: cfg.Argv[0], Args: cfg.Argv, Env: cfg.Env, Dir: cfg.Cwd,
-			Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], SysProcAttr: attr}
-		// The runner reaps it (and every orphan of the tree) itself,
-		// never cmd.Wait; an exit before setMainPID is kept for it.
-		if err := cmd.Start(); err != nil {
-			l.start = err
-			return
-		}
-		l.pid = cmd.Process.Pid
-	}()
-	l := <-ch
-	if l.pid != 0 {
-		if r.cgroupFD < 0 {
-			if err := r.tracker.Add(l.pid); err != nil {
-				r.log.Warn("track job process", "pid", l.pid, "err", err)
-			}
-		}
-		r.setMainPID(l.pid)
-		r.mu.Lock()
-		r.pid = l.pid
-		r.startedAt = time.Now()
-		r.mu.Unlock()
+// launch starts the job's process confined (isolation.Start: forked from
+// a runner thread confined for it), in a process group of its own, born in
+// the job's cgroup when there is one — moving a running process into a
+// cgroup waits for the kernel's RCU machinery. ttyFD ≥ 0 is the terminal
+// (in this process) whose foreground the job's group takes. The runner
+// reaps the job (and every orphan of the tree) itself; an exit before
+// setMainPID is kept for it.
+func (r *Runner) launch(cfg isolation.StageConfig, stdio [3]*os.File, ttyFD int) isolation.Started {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if ttyFD >= 0 {
+		attr.Foreground, attr.Ctty = true, ttyFD
 	}
-	return l
+	if r.cgroupFD >= 0 {
+		attr.UseCgroupFD, attr.CgroupFD = true, r.cgroupFD
+	}
+	st := isolation.Start(&cfg, stdio, attr)
+	if st.PID == 0 {
+		return st
+	}
+	if r.cgroupFD < 0 {
+		if err := r.tracker.Add(st.PID); err != nil {
+			r.log.Warn("track job process", "pid", st.PID, "err", err)
+		}
+	}
+	r.setMainPID(st.PID)
+	r.mu.Lock()
+	r.pid = st.PID
+	r.startedAt = time.Now()
+	r.mu.Unlock()
+	return st
 }
 
 // launchFailed ends a job that never started: the reason goes into its
-// output as a "shellctl: …" line and the exit code says which stage failed
+// output as a "shellctl: …" line and the exit code says what failed
 // (125 isolation or setup, 126 not executable, 127 not found), as a shell
 // would say it.
-func (r *Runner) launchFailed(l launched, w *outWriter) {
-	code, msg, reason := isolation.ExitSetupFailed, "", ReasonSetupFailed
-	if l.setup != nil {
-		msg = l.setup.Error()
-	} else {
+func (r *Runner) launchFailed(l isolation.Started, w *outWriter) {
+	code, msg, reason := l.Code, l.Err.Error(), ReasonSetupFailed
+	if code != isolation.ExitSetupFailed {
 		reason = ReasonExecFailed
-		code = isolation.ExitCannotExec
-		if errors.Is(l.start, unix.ENOENT) {
-			code = isolation.ExitNotFound
-		}
-		msg = "exec " + r.spec.Argv[0] + ": " + l.start.Error()
 	}
 	fmt.Fprintf(w, "shellctl: %s\n", msg)
 	if r.spec.Mode == "stdio" {
@@ -447,7 +406,7 @@ func (r *Runner) launchFailed(l launched, w *outWriter) {
 		}
 	}
 	r.mu.Lock()
-	r.isolation = marshalApplied(l.applied)
+	r.isolation = marshalApplied(l.Applied)
 	r.startedAt = time.Now()
 	r.mu.Unlock()
 	r.log.Warn("job did not start", "err", msg)
