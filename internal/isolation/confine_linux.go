@@ -39,40 +39,55 @@ type Started struct {
 // (process group, foreground terminal, cgroup); argv, env and cwd are cfg's.
 // The job starts with no signal blocked; signals the caller ignores stay
 // ignored, so the caller resets them first (ResetIgnoredSignals). The
-// caller reaps the process.
+// caller reaps the process, and keeps its main goroutine on the main thread
+// (runtime.LockOSThread in an init function), which Start never confines.
 func Start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Started {
 	ch := make(chan Started, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: see above
-		var st Started
-		defer func() { ch <- st }()
-		// The child takes this thread's signal mask.
-		var none unix.Sigset_t
-		_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
-		a, err := confineThread(cfg)
-		st.Applied = a
-		if err != nil {
-			st.Code, st.Err = ExitSetupFailed, err
-			st.Applied.Enabled, st.Applied.Error = false, err.Error()
-			return
-		}
-		prog, err := lookProgram(cfg.Argv[0], cfg.Env)
-		if err != nil {
-			st.Code, st.Err = ExitNotFound, err
-			return
-		}
-		cmd := &exec.Cmd{Path: prog, Args: cfg.Argv, Env: cfg.Env, Dir: cfg.Cwd,
-			Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], SysProcAttr: attr}
-		if err := cmd.Start(); err != nil {
-			st.Code, st.Err = ExitCannotExec, fmt.Errorf("exec %s: %w", prog, errors.Unwrap(err))
-			if errors.Is(err, syscall.ENOENT) {
-				st.Code = ExitNotFound
-			}
-			return
-		}
-		st.PID = cmd.Process.Pid
+		ch <- start(cfg, stdio, attr)
 	}()
 	return <-ch
+}
+
+// start is Start on the calling thread, which the caller has locked.
+func start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) (st Started) {
+	notStarted := func(code int, err error) Started {
+		st.Code, st.Err = code, err
+		st.Applied.Enabled, st.Applied.Error = false, err.Error()
+		return st
+	}
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread stands for the whole process in the kernel's
+		// signal checks: confined, it would let the job signal the caller.
+		// Callers keep the main goroutine on it (runtime.LockOSThread in an
+		// init function).
+		return notStarted(ExitSetupFailed, errors.New("refusing to confine the main thread: lock the main goroutine to it first"))
+	}
+	// The child takes this thread's signal mask: nothing blocked.
+	var none unix.Sigset_t
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
+	a, err := confineThread(cfg)
+	st.Applied = a
+	if err != nil {
+		return notStarted(ExitSetupFailed, err)
+	}
+	prog, err := lookProgram(cfg.Argv[0], cfg.Env)
+	if err != nil {
+		st.Code, st.Err = ExitNotFound, err
+		return st
+	}
+	cmd := &exec.Cmd{Path: prog, Args: cfg.Argv, Env: cfg.Env, Dir: cfg.Cwd,
+		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], SysProcAttr: attr}
+	if err := cmd.Start(); err != nil {
+		st.Code, st.Err = ExitCannotExec, fmt.Errorf("exec %s: %w", prog, errors.Unwrap(err))
+		if errors.Is(err, syscall.ENOENT) {
+			st.Code = ExitNotFound
+		}
+		return st
+	}
+	st.PID = cmd.Process.Pid
+	return st
 }
 
 // confineThread makes the job's HOME and confines the calling thread in

@@ -2,8 +2,12 @@ package isolation
 
 import (
 	"os"
+	"runtime"
 	"testing"
 )
+
+// Start never confines the main thread; keep the main goroutine there.
+func init() { runtime.LockOSThread() }
 
 // TestMain lets the test binary act as a probe: run with probeArg as its
 // first argument it runs a probe (probes_linux_test.go), as a confined job

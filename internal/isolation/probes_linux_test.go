@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,12 @@ func runProbe(args []string) int {
 		return 0
 	case "threads":
 		return probeThreads(args[1], args[2])
+	case "start-on-main":
+		// TestMain runs on the main thread (init locks it there).
+		devNull, _ := os.Open(os.DevNull)
+		st := startOnThisThread(&StageConfig{Argv: []string{"/bin/true"}, Cwd: "/", Policy: Policy{}}, [3]*os.File{devNull, devNull, devNull})
+		fmt.Printf("pid=%d code=%d err=%v\n", st.PID, st.Code, st.Err)
+		return 0
 	}
 	return 2
 }
@@ -89,4 +96,9 @@ func probeThreads(deniedFile, allowedDir string) int {
 	}
 	json.NewEncoder(os.Stdout).Encode(rep)
 	return 0
+}
+
+// startOnThisThread runs start on the calling thread (probes only).
+func startOnThisThread(cfg *StageConfig, stdio [3]*os.File) Started {
+	return start(cfg, stdio, &syscall.SysProcAttr{})
 }

@@ -651,6 +651,22 @@ func TestConfineOnlyTheThread(t *testing.T) {
 	}
 }
 
+// Start refuses to confine the main thread, which stands for the whole
+// process in the kernel's signal checks.
+func TestStartRefusesTheMainThread(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(exe, probeArg, "start-on-main").Output()
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if !strings.HasPrefix(string(out), fmt.Sprintf("pid=0 code=%d err=refusing to confine the main thread", ExitSetupFailed)) {
+		t.Fatalf("start on the main thread: %s", out)
+	}
+}
+
 // BenchmarkStart measures a job's start through Start (confine a thread,
 // fork, exec) against a plain fork and exec.
 func BenchmarkStart(b *testing.B) {
