@@ -360,11 +360,21 @@ const readyDirCount = 2
 
 // fillDirs keeps readyDirCount empty directories made in jobs/.
 func (s *Service) fillDirs() {
+	keepFilled(s, s.readyDirs, "make a job directory ahead", func() (string, error) {
+		d := filepath.Join(s.cfg.StateDir, "jobs", readyPrefix+NewID())
+		return d, os.Mkdir(d, 0o700)
+	}, func(d string) { os.Remove(d) })
+}
+
+// keepFilled makes items with produce and puts them in ch until the
+// service stops, retrying a failure after a second; an item made when the
+// stop came goes to discard.
+func keepFilled[T any](s *Service, ch chan T, what string, produce func() (T, error), discard func(T)) {
 	defer s.wg.Done()
 	for {
-		d := filepath.Join(s.cfg.StateDir, "jobs", readyPrefix+NewID())
-		if err := os.Mkdir(d, 0o700); err != nil {
-			s.log.Warn("make a job directory ahead", "err", err)
+		v, err := produce()
+		if err != nil {
+			s.log.Warn(what, "err", err)
 			select {
 			case <-s.stop:
 				return
@@ -373,9 +383,9 @@ func (s *Service) fillDirs() {
 			}
 		}
 		select {
-		case s.readyDirs <- d:
+		case ch <- v:
 		case <-s.stop:
-			os.Remove(d)
+			discard(v)
 			return
 		}
 	}
@@ -462,25 +472,10 @@ type idleRunner struct {
 // costs no process start-up. A runner whose server goes away before it got
 // a job sees its channel close and leaves.
 func (s *Service) fillPool() {
-	defer s.wg.Done()
-	for {
+	keepFilled(s, s.pool, "start warm runner", func() (*idleRunner, error) {
 		pid, conn, err := s.spawn(s.cfg.StateDir, runner.PoolPlaceholder)
-		if err != nil {
-			s.log.Error("start warm runner", "err", err)
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(time.Second):
-				continue
-			}
-		}
-		select {
-		case s.pool <- &idleRunner{pid: pid, conn: conn}:
-		case <-s.stop:
-			conn.Close()
-			return
-		}
-	}
+		return &idleRunner{pid: pid, conn: conn}, err
+	}, func(ir *idleRunner) { ir.conn.Close() })
 }
 
 // spawn starts a runner in its own session, handing it one end of a
