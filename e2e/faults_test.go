@@ -1094,3 +1094,39 @@ func TestFaultFiftyParallelRuns(t *testing.T) {
 		t.Errorf("exited jobs listed: %d %v, want %d", len(list), err, n)
 	}
 }
+
+// A runner that ends removes the empty job cgroups that runners which died
+// left beside its own.
+func TestFaultStaleJobCgroupsSwept(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	res, _ := s.runDone(t, client.RunRequest{Script: "grep '^0::' /proc/self/cgroup", Mode: "stdio"})
+	raw, err := os.ReadFile(res.OutputPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(raw)), "0::"))
+	if !strings.HasPrefix(filepath.Base(rel), "shellctl-") {
+		t.Skipf("jobs run without a cgroup here (%q)", raw)
+	}
+	mount := ""
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 8 && strings.Contains(line, " - cgroup2 ") {
+			mount = f[4]
+		}
+	}
+	if mount == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	parent := filepath.Join(mount, filepath.Dir(rel))
+	stale := filepath.Join(parent, "shellctl-999999-0badcafe") // no such pid
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Skipf("cannot make a cgroup here: %v", err)
+	}
+	t.Cleanup(func() { syscall.Rmdir(stale) })
+	s.runDone(t, client.RunRequest{Script: "true"})
+	fxEventually(t, 5*time.Second, "stale cgroup removed", func() bool {
+		_, err := os.Stat(stale)
+		return os.IsNotExist(err)
+	})
+}

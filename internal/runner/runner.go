@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -283,6 +284,31 @@ func (r *Runner) closeTracker() {
 	}
 	if err := tr.Close(); err != nil {
 		r.log.Warn("remove the job's cgroup", "err", err)
+	}
+	if path != "" {
+		sweepCgroups(filepath.Dir(path))
+	}
+}
+
+// sweepCgroups removes empty job cgroups beside ours whose runner is gone
+// (one that was killed never removed its own); a group still in use is not
+// empty, and rmdir refuses it.
+func sweepCgroups(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "shellctl-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || unix.Kill(pid, 0) == nil {
+			continue
+		}
+		_ = unix.Rmdir(filepath.Join(parent, e.Name()))
 	}
 }
 
