@@ -68,6 +68,8 @@ func (s *Service) redial(j *job, row *store.Job) *proto.Conn {
 		if !(alive || maybe) || time.Now().After(deadline) {
 			return nil
 		}
+		// A poll, but only here: at start-up, for a runner about to bind
+		// its socket, never on the path of a job.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
