@@ -23,18 +23,18 @@ func snapshotCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cf.print(st, func() {
-				if out != "-" {
-					fmt.Fprintf(os.Stderr, "saved %s\n", out)
-				}
-			})
+			if out == "-" {
+				// Standard output carries the archive: nothing else goes there.
+				return nil
+			}
+			cf.print(st, func() { fmt.Fprintf(os.Stderr, "saved %s\n", out) })
 			return nil
 		},
 	}
-	save.Flags().StringVarP(&out, "output", "o", "home.tar.zst", "file to write (- for stdout)")
+	save.Flags().StringVarP(&out, "output", "o", "-", "file to write (- for stdout)")
 	save.Flags().StringArrayVar(&excludes, "exclude", nil, "gitignore-style pattern to leave out (repeatable)")
 	restore := &cobra.Command{
-		Use:   "restore FILE",
+		Use:   "restore FILE|-",
 		Short: "Restore a saved Home into the server's Home",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
