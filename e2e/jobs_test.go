@@ -692,3 +692,32 @@ func TestReadyDirsLeaveNothingBehind(t *testing.T) {
 		t.Fatalf("job lost over the restart: %v", err)
 	}
 }
+
+// A run request at its size limit — nearly all of it environment — starts
+// its job: the spec that carries that environment to the runner is a little
+// larger than the request, and travels in one message.
+func TestLargeEnvironmentStarts(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	const limit = 2 << 20 // the run body limit
+	// Four variables (one may not pass 128 KiB at exec) of \x01, which JSON
+	// writes \u0001: six bytes each.
+	names := []string{"BIG1", "BIG2", "BIG3", "BIG4"}
+	req := client.RunRequest{Script: `printf '%s' "$BIG1$BIG2$BIG3$BIG4" | wc -c`, Mode: "stdio", Env: map[string]string{}}
+	for _, k := range names {
+		req.Env[k] = ""
+	}
+	base, _ := json.Marshal(req)
+	per := (limit - 64 - len(base)) / 6 / len(names)
+	for _, k := range names {
+		req.Env[k] = strings.Repeat("\x01", per)
+	}
+	n := per * len(names)
+	body, _ := json.Marshal(req)
+	if len(body) >= limit || len(body) < limit-200 {
+		t.Fatalf("request of %d bytes, want just under %d", len(body), limit)
+	}
+	res, out := s.runDone(t, req)
+	if code(res) != 0 || strings.TrimSpace(out) != fmt.Sprint(n) {
+		t.Fatalf("job with a %d-byte request: %s code %d out %q", len(body), res.Status, code(res), out)
+	}
+}

@@ -83,9 +83,11 @@ type Conn struct {
 	enc *json.Encoder
 }
 
-// maxLine bounds one message: input is at most 1 MiB of text, which JSON
+// maxLine bounds one message. The longest are an assign, whose spec holds
+// the job's environment (a run request is at most 2 MiB, and JSON escaping
+// can grow a string up to six times), and an input of at most 1 MiB, which
 // base64 grows by a third.
-const maxLine = 2 << 20
+const maxLine = 16 << 20
 
 // readBuffer holds a typical message whole; the rare long one (input)
 // is assembled past it. Small, since every runner holds one per connection.
