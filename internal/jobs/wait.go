@@ -46,6 +46,22 @@ type StatusView struct {
 	Offset    int64
 }
 
+// view is the job's status as its events tell it.
+func (j *job) view() *StatusView {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	v := &StatusView{JobID: j.id, Status: j.status, Done: store.IsTerminal(j.status), ExitCode: j.exitCode, CreatedAt: j.created}
+	if !j.started.IsZero() {
+		t := j.started.UTC()
+		v.StartedAt = &t
+	}
+	if !j.ended.IsZero() {
+		t := j.ended.UTC()
+		v.EndedAt = &t
+	}
+	return v
+}
+
 // snapshot is one consistent look at a job.
 type snapshot struct {
 	status   string
@@ -262,6 +278,13 @@ func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, erro
 
 // Status returns a job's status view.
 func (s *Service) Status(ctx context.Context, id string) (*StatusView, error) {
+	if j := s.lookup(id); j != nil {
+		// A live job's own events are ahead of its row (the running
+		// record is written off the event path): answer as waits do.
+		v := j.view()
+		v.Offset = s.fileSize(id)
+		return v, nil
+	}
 	row, err := s.st.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errorf(ErrNotFound, "job %s not found", id)
@@ -273,9 +296,24 @@ func (s *Service) Status(ctx context.Context, id string) (*StatusView, error) {
 		CreatedAt: row.CreatedAt, StartedAt: row.StartedAt, EndedAt: row.EndedAt, Offset: s.fileSize(id)}, nil
 }
 
-// List returns jobs newest first.
+// List returns jobs newest first. Rows of live jobs show what their events
+// said last, as Status does.
 func (s *Service) List(ctx context.Context, status string, limit int) ([]*store.Job, error) {
-	return s.st.List(ctx, status, limit)
+	rows, err := s.st.List(ctx, status, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		if j := s.lookup(r.ID); j != nil {
+			v := j.view()
+			r.Status, r.StartedAt = v.Status, v.StartedAt
+		}
+		if status == "" || r.Status == status {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Terminate ends a job's whole process tree and answers its view once
