@@ -721,3 +721,24 @@ func TestLargeEnvironmentStarts(t *testing.T) {
 		t.Fatalf("job with a %d-byte request: %s code %d out %q", len(body), res.Status, code(res), out)
 	}
 }
+
+// Right after run answers "running", status and list say so too, with a
+// start time.
+func TestStatusAgreesWithRunAtOnce(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	for i := 0; i < 10; i++ {
+		res, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 30", Timeout: 0.05})
+		if err != nil || res.Status != "running" {
+			t.Fatalf("run: %+v %v", res, err)
+		}
+		v, err := s.c.Status(ctx(t), res.JobID)
+		if err != nil || v.Status != "running" || v.StartedAt == nil {
+			t.Fatalf("status right after run: %+v %v", v, err)
+		}
+		list, err := s.c.List(ctx(t), "running", 0)
+		if err != nil || len(list) == 0 || list[0].JobID != res.JobID || list[0].StartedAt == nil {
+			t.Fatalf("running list right after run: %+v %v", list, err)
+		}
+		s.c.Terminate(ctx(t), res.JobID, 0)
+	}
+}
