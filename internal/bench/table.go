@@ -184,15 +184,6 @@ type Row struct {
 	Notes    []string
 }
 
-// needsFloor says whether the verdict depends on the floor.
-func (r *Row) needsFloor() bool {
-	switch r.Target.Kind {
-	case RatioAtMost, RatioAtLeast, DiffAtMost:
-		return true
-	}
-	return false
-}
-
 // Compare returns the comparison of runtime to floor shown in the ratio
 // column: the ratio of the p50s, or for DiffAtMost their difference. ok is
 // false when a side is missing or the ratio is undefined.

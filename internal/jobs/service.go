@@ -332,11 +332,14 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 		return nil
 	}
 	if ir == nil || pid != ir.pid {
-		if err := s.st.MarkStarting(ctx, j.id, pid); errors.Is(err, store.ErrNotChanged) {
-			err = s.st.SetRunner(ctx, j.id, pid)
+		// created → starting; or, when the row was born starting with a
+		// warm runner that turned out gone, the runner that took over.
+		rerr := s.st.MarkStarting(ctx, j.id, pid)
+		if errors.Is(rerr, store.ErrNotChanged) {
+			rerr = s.st.SetRunner(ctx, j.id, pid)
 		}
-		if err != nil && !errors.Is(err, store.ErrNotChanged) {
-			s.log.Warn("record runner", "job", j.id, "err", err)
+		if rerr != nil && !errors.Is(rerr, store.ErrNotChanged) {
+			s.log.Warn("record runner", "job", j.id, "err", rerr)
 		}
 	}
 	j.mu.Lock()
