@@ -20,8 +20,8 @@ func TestValidID(t *testing.T) {
 			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
 		}
 	}
-	if NewID() == NewID() {
-		t.Error("two ids alike")
+	if a, b := NewID(), NewID(); a == b {
+		t.Errorf("two ids alike: %s", a)
 	}
 }
 
