@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/runner"
@@ -18,6 +19,14 @@ func (s *Service) gcLoop() {
 			return
 		case <-t.C:
 			s.GC(context.Background(), time.Now())
+			s.mu.Lock()
+			idle := len(s.live) == 0
+			s.mu.Unlock()
+			if idle {
+				// Nothing runs: hand the memory a busy spell left in the
+				// heap back to the system (an idle server stays small).
+				debug.FreeOSMemory()
+			}
 		}
 	}
 }
