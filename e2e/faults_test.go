@@ -857,7 +857,7 @@ func TestFaultStaleRowsEndOnRestart(t *testing.T) {
 		}
 		row := fxReadRow(t, s.StateDir, r.id)
 		switch row.reason {
-		case runner.ReasonRunnerLost, runner.ReasonStartupLost, runner.ReasonSupervision:
+		case runner.ReasonRunnerLost, runner.ReasonStartupLost:
 		default:
 			t.Errorf("stale %s row: reason %q", r.status, row.reason)
 		}

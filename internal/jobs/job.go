@@ -20,16 +20,15 @@ type job struct {
 	mode string
 	key  string // the runner's control key
 
-	mu        sync.Mutex
-	status    string
-	exitCode  *int
-	created   time.Time
-	started   time.Time
-	ended     time.Time
-	size      int64
-	lastGrow  time.Time
-	runnerPID int
-	changed   chan struct{}
+	mu       sync.Mutex
+	status   string
+	exitCode *int
+	created  time.Time
+	started  time.Time
+	ended    time.Time
+	size     int64
+	lastGrow time.Time
+	changed  chan struct{}
 
 	conn    *proto.Conn
 	nextID  int64

@@ -31,7 +31,6 @@ func (s *Service) reconcile(ctx context.Context) error {
 		if row.StartedAt != nil {
 			j.started = *row.StartedAt
 		}
-		j.runnerPID = row.RunnerPID
 		j.size = s.fileSize(row.ID)
 		j.key = row.ControlKey
 		j.lastGrow = time.Now()

@@ -346,7 +346,6 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 	if j.status == store.StatusCreated {
 		j.status = store.StatusStarting
 	}
-	j.runnerPID = pid
 	j.mu.Unlock()
 	s.attach(j, conn)
 	s.log.Info("job started", "job", j.id, "mode", req.Mode, "runner_pid", pid)

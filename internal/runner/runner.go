@@ -37,7 +37,6 @@ const (
 	ReasonExecFailed  = "exec_failed"  // the program could not be executed (126, 127)
 	ReasonRunnerLost  = "runner_lost"
 	ReasonStartupLost = "runner_never_started"
-	ReasonSupervision = "supervision_failed"
 )
 
 const (
