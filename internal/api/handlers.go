@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/httperr"
+	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
 	"github.com/shellctl/shellctl/internal/store"
 	"github.com/shellctl/shellctl/internal/wire"
@@ -155,15 +155,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		validation(w, "mode %q is not one of \"pty\", \"stdio\"", b.Mode)
 		return
 	}
-	for k, v := range b.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			validation(w, "env name %q must be non-empty and contain no '=' or NUL", k)
-			return
-		}
-		if strings.ContainsRune(v, 0) {
-			validation(w, "env value of %q contains NUL", k)
-			return
-		}
+	if err := isolation.ValidateEnv(b.Env); err != nil {
+		validation(w, "env: %v", err)
+		return
 	}
 	if b.Terminal != nil && req.Mode == "pty" {
 		if c := b.Terminal.Cols; c != nil {

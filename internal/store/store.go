@@ -326,16 +326,6 @@ func (s *Store) EndedBefore(ctx context.Context, t time.Time) ([]string, error) 
 	return ids, rows.Err()
 }
 
-// CountRunning counts jobs that are not terminal.
-func (s *Store) CountRunning(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status NOT IN ('exited','terminated','failed','lost')`).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count running jobs: %w", err)
-	}
-	return n, nil
-}
-
 func (s *Store) query(ctx context.Context, q string, args ...any) ([]*Job, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
