@@ -1040,6 +1040,10 @@ func TestFaultHundredMiBOutput(t *testing.T) {
 			if got != size || off != size || bad != 0 {
 				t.Errorf("client read %d bytes up to offset %d (%d unexpected bytes), want %d", got, off, bad, size)
 			}
+			if os.Getenv("SHELLCTL_E2E_RACE") != "" {
+				t.Logf("race-detector build: memory bounds not checked")
+				return
+			}
 			if maxServer == 0 || maxServer > 50*1024 {
 				t.Errorf("server max RSS %d kB, want under 50 MB", maxServer)
 			}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,8 +29,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/shellctl", "../cmd/shellctl-runner", "../cmd/shellctl-runner-exit")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	args := []string{"build", "-o", dir + "/", "../cmd/shellctl", "../cmd/shellctl-runner", "../cmd/shellctl-runner-exit"}
+	cgo := "CGO_ENABLED=0"
+	if os.Getenv("SHELLCTL_E2E_RACE") != "" {
+		// SHELLCTL_E2E_RACE=1: the binaries under test are built with the
+		// race detector, and a race any of them reports fails the test.
+		args = append(args[:1], append([]string{"-race"}, args[1:]...)...)
+		cgo = "CGO_ENABLED=1"
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), cgo)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
@@ -54,6 +63,7 @@ type server struct {
 	extra    []*os.File
 	c        *client.Client
 	done     chan struct{}
+	races    atomic.Int32 // data races the server reported (SHELLCTL_E2E_RACE)
 }
 
 type serverOpts struct {
@@ -79,7 +89,7 @@ func startServer(t *testing.T, o serverOpts) *server {
 	}
 	s := &server{t: t, Home: home, StateDir: state, Token: o.token, args: o.args, env: o.env, extra: o.extraFiles}
 	s.start()
-	t.Cleanup(func() { s.terminateAll(); s.kill(syscall.SIGKILL); s.cleanupJobs() })
+	t.Cleanup(func() { s.terminateAll(); s.kill(syscall.SIGKILL); s.cleanupJobs(); s.checkRaces() })
 	return s
 }
 
@@ -116,6 +126,9 @@ func (s *server) start() {
 			}
 			if testing.Verbose() {
 				fmt.Fprintln(os.Stderr, "serve:", line)
+			}
+			if strings.Contains(line, "DATA RACE") {
+				s.races.Add(1)
 			}
 		}
 		cmd.Wait()
@@ -178,6 +191,22 @@ func (s *server) terminateAll() {
 			s.c.Terminate(c, j.JobID, 0)
 		}
 	}
+}
+
+// checkRaces fails the test for a data race reported by the server or by a
+// runner (runners write theirs to runner.log files in the state dir).
+func (s *server) checkRaces() {
+	if n := s.races.Load(); n > 0 {
+		s.t.Errorf("the server reported %d data races", n)
+	}
+	filepath.WalkDir(s.StateDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "runner.log" {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), "DATA RACE") {
+				s.t.Errorf("a runner reported a data race (%s):\n%s", p, b)
+			}
+		}
+		return nil
+	})
 }
 
 // cleanupJobs kills every runner and job left by a test (their runners
