@@ -7,10 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/shellctl/shellctl/internal/client"
 )
 
 func main() {
@@ -28,10 +27,6 @@ func main() {
 		if errors.As(err, &ue) || isFlagError(err) {
 			os.Exit(2)
 		}
-		var ae *client.Error
-		if errors.As(err, &ae) {
-			os.Exit(1)
-		}
 		os.Exit(1)
 	}
 }
@@ -40,19 +35,12 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// isFlagError tells cobra's usage errors (flags, argument counts, unknown
+// commands), which it does not type, by their words.
 func isFlagError(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown flag", "unknown shorthand", "invalid argument", "flag needs an argument", "accepts ", "requires at least", "unknown command"} {
-		if len(msg) >= len(p) && contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
+		if strings.Contains(msg, p) {
 			return true
 		}
 	}

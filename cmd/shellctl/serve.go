@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -251,7 +252,7 @@ func scrubArgs(secret string) {
 	mem := unsafe.Slice(base, envEnd-argStart)
 	sec := []byte(secret)
 	for {
-		k := bytesIndex(mem, sec)
+		k := bytes.Index(mem, sec)
 		if k < 0 {
 			return
 		}
@@ -259,8 +260,4 @@ func scrubArgs(secret string) {
 			mem[j] = 'x'
 		}
 	}
-}
-
-func bytesIndex(b, sub []byte) int {
-	return strings.Index(unsafe.String(unsafe.SliceData(b), len(b)), unsafe.String(unsafe.SliceData(sub), len(sub)))
 }

@@ -269,7 +269,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, statusJSON(v))
+	httperr.WriteJSON(w, http.StatusOK, statusJSON(v))
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
@@ -292,7 +292,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	for _, j := range rows {
 		out.Jobs = append(out.Jobs, wire.JobInfo{JobID: j.ID, Status: j.Status, CreatedAt: apiTime(j.CreatedAt), StartedAt: optTime(j.StartedAt), EndedAt: optTime(j.EndedAt)})
 	}
-	writeJSON(w, out)
+	httperr.WriteJSON(w, http.StatusOK, out)
 }
 
 type terminateBody struct {
@@ -325,7 +325,7 @@ func (s *Server) terminate(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, statusJSON(v))
+	httperr.WriteJSON(w, http.StatusOK, statusJSON(v))
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, id string) {
@@ -347,5 +347,5 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, wire.Deleted{JobID: id, Deleted: true})
+	httperr.WriteJSON(w, http.StatusOK, wire.Deleted{JobID: id, Deleted: true})
 }

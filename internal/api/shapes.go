@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -158,21 +156,4 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
-}
-
-// writeJSON answers 200 with v. HTML escaping is off: output windows are
-// terminal text, and escaping '<' '>' '&' only makes them bigger.
-func writeJSON(w http.ResponseWriter, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, `{"error":{"code":"internal_error","message":"encode response"}}`, http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
 }

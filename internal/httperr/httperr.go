@@ -4,8 +4,10 @@
 package httperr
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 type envelope struct {
@@ -22,16 +24,20 @@ func Write(w http.ResponseWriter, status int, code, message string) {
 	WriteJSON(w, status, envelope{Error: body{Code: code, Message: message}})
 }
 
-// WriteJSON answers status with v encoded as JSON.
+// WriteJSON answers status with v encoded as JSON. HTML escaping is off:
+// answers carry terminal text, and escaping '<' '>' '&' only makes it bigger.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"internal_error","message":"encode response"}}`)
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal_error","message":"encode response"}}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	b = append(b, '\n')
-	_, _ = w.Write(b)
+	_, _ = w.Write(buf.Bytes())
 }
