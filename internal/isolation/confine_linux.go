@@ -41,7 +41,7 @@ type Started struct {
 // ignored, so the caller resets them first (ResetIgnoredSignals). The
 // caller reaps the process, and keeps its main goroutine on the main thread
 // (runtime.LockOSThread in an init function), which Start never confines.
-func Start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Started {
+func Start(cfg *JobConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Started {
 	ch := make(chan Started, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: see above
@@ -51,7 +51,7 @@ func Start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Start
 }
 
 // start is Start on the calling thread, which the caller has locked.
-func start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) (st Started) {
+func start(cfg *JobConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) (st Started) {
 	notStarted := func(code int, err error) Started {
 		st.Code, st.Err = code, err
 		st.Applied.Enabled, st.Applied.Error = false, err.Error()
@@ -92,7 +92,7 @@ func start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) (st S
 
 // confineThread makes the job's HOME and confines the calling thread in
 // the job's Landlock domain. An error means the job must not run.
-func confineThread(cfg *StageConfig) (Applied, error) {
+func confineThread(cfg *JobConfig) (Applied, error) {
 	var a Applied
 	if cfg.ForceFail != "" {
 		return a, errors.New(cfg.ForceFail)

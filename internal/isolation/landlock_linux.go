@@ -217,10 +217,10 @@ func (p *planner) close() {
 	}
 }
 
-// planRules turns a stage config into rules: read-only + execute (the RO
+// planRules turns a job config into rules: read-only + execute (the RO
 // list, default or replaced, and the script), devices (the RW device list
 // and the job's terminal), read-write (the extra RW list, HOME and cwd).
-func planRules(cfg *StageConfig, handled uint64) *planner {
+func planRules(cfg *JobConfig, handled uint64) *planner {
 	p := &planner{handled: handled, index: map[string]int{}}
 	ro := cfg.Policy.RO
 	if len(ro) == 0 {
@@ -260,7 +260,7 @@ type rulesetAttr struct {
 // Network access is not handled (see docs/security.md).
 // applyLandlock builds the job's domain and restricts the calling thread
 // with it (only that thread: the job is forked from it).
-func applyLandlock(cfg *StageConfig) (Applied, error) {
+func applyLandlock(cfg *JobConfig) (Applied, error) {
 	var a Applied
 	abi, errata, err := detectABI()
 	if err != nil {

@@ -13,7 +13,7 @@ func init() { runtime.LockOSThread() }
 // first argument it runs a probe (probes_linux_test.go), as a confined job
 // or as a process that confines one of its own threads. Argv, not the
 // environment, selects the role, so a job's environment stays exactly what
-// the test put in its StageConfig.
+// the test put in its JobConfig.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == probeArg {
 		os.Exit(runProbe(os.Args[2:]))

@@ -20,7 +20,7 @@ const (
 type Policy struct {
 	Enabled bool `json:"enabled"`
 	// RW is the extra read-write list. The job's HOME and cwd are always
-	// added by the stage; the default extra list is empty.
+	// added at start; the default extra list is empty.
 	RW []string `json:"rw,omitempty"`
 	// RO is the read-only + execute list; empty means DefaultRO. The
 	// job's script is always added.
@@ -31,7 +31,7 @@ type Policy struct {
 }
 
 // DefaultRO are the read-only + execute paths of the spec. Those that do not
-// exist when the stage applies the policy are skipped (and recorded).
+// exist when the policy is applied are skipped (and recorded).
 var DefaultRO = []string{
 	"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc",
 	"/opt/dify-agent-tools", "/opt/homebrew", "/snap",
@@ -61,7 +61,7 @@ func DefaultPolicy() Policy {
 // The three list variables are comma-separated; blank entries are ignored,
 // entries are cleaned (filepath.Clean) and de-duplicated. A list that is
 // unset or has no entry left keeps the default; otherwise it replaces it.
-// Relative entries are kept here and skipped (and recorded) by the stage.
+// Relative entries are kept here and skipped (and recorded) when it is applied.
 func PolicyFromEnv(getenv func(string) string) Policy {
 	p := DefaultPolicy()
 	if strings.EqualFold(strings.TrimSpace(getenv(EnvEnablePathIsolation)), "false") {

@@ -43,7 +43,7 @@ func runProbe(args []string) int {
 	case "start-on-main":
 		// TestMain runs on the main thread (init locks it there).
 		devNull, _ := os.Open(os.DevNull)
-		st := startOnThisThread(&StageConfig{Argv: []string{"/bin/true"}, Cwd: "/", Policy: Policy{}}, [3]*os.File{devNull, devNull, devNull})
+		st := startOnThisThread(&JobConfig{Argv: []string{"/bin/true"}, Cwd: "/", Policy: Policy{}}, [3]*os.File{devNull, devNull, devNull})
 		fmt.Printf("pid=%d code=%d err=%v\n", st.PID, st.Code, st.Err)
 		return 0
 	}
@@ -82,7 +82,7 @@ func probeThreads(deniedFile, allowedDir string) int {
 		tids[<-ready] = true
 	}
 	var rep threadsReport
-	_, err := applyLandlock(&StageConfig{Cwd: allowedDir, Policy: DefaultPolicy()})
+	_, err := applyLandlock(&JobConfig{Cwd: allowedDir, Policy: DefaultPolicy()})
 	if err != nil {
 		rep.Error = err.Error()
 	}
@@ -99,6 +99,6 @@ func probeThreads(deniedFile, allowedDir string) int {
 }
 
 // startOnThisThread runs start on the calling thread (probes only).
-func startOnThisThread(cfg *StageConfig, stdio [3]*os.File) Started {
+func startOnThisThread(cfg *JobConfig, stdio [3]*os.File) Started {
 	return start(cfg, stdio, &syscall.SysProcAttr{})
 }

@@ -33,7 +33,7 @@ func ensureHome(home string) error {
 }
 
 // lookProgram resolves a program name without '/' in the job's PATH (the
-// stage's own environment is empty, so exec.LookPath would not do).
+// runner's own PATH is not the job's, so exec.LookPath would not do).
 func lookProgram(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil

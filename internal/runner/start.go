@@ -32,7 +32,7 @@ func (r *Runner) start() error {
 	// output.log is made once the job is started (openOutput): until then
 	// its first output waits in its terminal or pipe.
 	w := &outWriter{r: r, max: s.MaxOutputBytes}
-	cfg := isolation.StageConfig{
+	cfg := isolation.JobConfig{
 		Argv:      s.Argv,
 		Env:       s.Env,
 		Cwd:       s.Cwd,
@@ -47,7 +47,7 @@ func (r *Runner) start() error {
 	return r.startStdio(cfg, w)
 }
 
-func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
+func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	s := r.spec
 	master, slave, err := pty.Open()
 	if err != nil {
@@ -91,7 +91,7 @@ func (r *Runner) startPTY(cfg isolation.StageConfig, w *outWriter) error {
 	return nil
 }
 
-func (r *Runner) startStdio(cfg isolation.StageConfig, w *outWriter) error {
+func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	s := r.spec
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -363,7 +363,7 @@ func copyStdout(w *outWriter, src *os.File) error {
 // (in this process) whose foreground the job's group takes. The runner
 // reaps the job (and every orphan of the tree) itself; an exit before
 // setMainPID is kept for it.
-func (r *Runner) launch(cfg isolation.StageConfig, stdio [3]*os.File, ttyFD int) isolation.Started {
+func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, ttyFD int) isolation.Started {
 	attr := &syscall.SysProcAttr{Setpgid: true}
 	if ttyFD >= 0 {
 		attr.Foreground, attr.Ctty = true, ttyFD

@@ -10,7 +10,7 @@ import (
 
 // Start refuses on systems without Landlock: a job must not run unconfined
 // by accident.
-func Start(cfg *StageConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Started {
+func Start(cfg *JobConfig, stdio [3]*os.File, attr *syscall.SysProcAttr) Started {
 	return Started{Code: ExitSetupFailed, Err: errors.New("confining a job needs Linux")}
 }
 

@@ -69,14 +69,14 @@ func (l jobLayout) writeScript(t *testing.T, body string) {
 // config is a stage config as the runner would build it: server env
 // filtered by BuildEnv, the policy as PolicyFromEnv gives it for an empty
 // server environment, the script executed directly (it has a "#!").
-func (l jobLayout) config(request map[string]string) StageConfig {
+func (l jobLayout) config(request map[string]string) JobConfig {
 	server := []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"LANG=C.UTF-8",
 		"SHELLCTL_AUTH_TOKEN=server-token-value",
 		"AWS_SECRET_ACCESS_KEY=server-aws-secret",
 	}
-	return StageConfig{
+	return JobConfig{
 		Argv:   []string{l.script},
 		Env:    BuildEnv(EnvInput{ServerEnv: server, Request: request, Home: l.home, Cwd: l.cwd}),
 		Cwd:    l.cwd,
@@ -109,7 +109,7 @@ func (r stageResult) kv() map[string]string {
 // runStage starts cfg's job with Start the way the runner does and waits
 // for it. A job that did not start reads as the runner reports it: its exit
 // code, and its reason as a "shellctl: …" line on its stderr.
-func runStage(t *testing.T, cfg StageConfig) stageResult {
+func runStage(t *testing.T, cfg JobConfig) stageResult {
 	t.Helper()
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -249,7 +249,7 @@ func TestStageShellAndPathLookup(t *testing.T) {
 	}
 }
 
-// Nothing in the job's env changes its policy: it comes from StageConfig.
+// Nothing in the job's env changes its policy: it comes from JobConfig.
 func TestStageJobEnvCannotChangePolicy(t *testing.T) {
 	requireLandlock(t)
 	l := newJobLayout(t)
@@ -386,7 +386,7 @@ func TestStageCreatesHome(t *testing.T) {
 	}
 }
 
-// The job's environment is exactly StageConfig.Env: nothing of the runner's
+// The job's environment is exactly JobConfig.Env: nothing of the runner's
 // environment (here the test's) and none of the server's secrets.
 func TestStageEnvIsExactlyConfigEnv(t *testing.T) {
 	requireLandlock(t)
@@ -680,7 +680,7 @@ func BenchmarkStart(b *testing.B) {
 		b.Run(fmt.Sprintf("isolation=%v", enabled), func(b *testing.B) {
 			policy := DefaultPolicy()
 			policy.Enabled = enabled
-			cfg := StageConfig{Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: dir, Home: dir, Policy: policy}
+			cfg := JobConfig{Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: dir, Home: dir, Policy: policy}
 			for b.Loop() {
 				st := Start(&cfg, [3]*os.File{devNull, devNull, devNull}, &syscall.SysProcAttr{})
 				if st.PID == 0 {

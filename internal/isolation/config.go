@@ -12,11 +12,10 @@ const (
 	ExitNotFound = 127
 )
 
-// StageConfig is everything needed to start a job confined (Start): what
-// the design calls the child stage, the step from the runner to the job.
-// It comes from the job's spec, which the server built; nothing in it comes
-// from any process's environment.
-type StageConfig struct {
+// JobConfig is everything needed to start a job confined (Start). It comes
+// from the job's spec, which the server built; nothing in it comes from any
+// process's environment.
+type JobConfig struct {
 	// Argv[0] is the path to execute: the script itself for a "#!" script,
 	// or the shell. A name without '/' is looked up in Env's PATH.
 	Argv []string `json:"argv"`
@@ -37,7 +36,7 @@ type StageConfig struct {
 	ForceFail string `json:"force_fail,omitempty"`
 }
 
-// Applied records what the stage applied to one job.
+// Applied records what was applied to one job.
 type Applied struct {
 	// Enabled: a Landlock domain is in force for the job.
 	Enabled bool `json:"enabled"`
