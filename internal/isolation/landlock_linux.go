@@ -211,6 +211,27 @@ func (p *planner) add(path string, dirAccess, fileAccess uint64) {
 	p.rules = append(p.rules, rule{path: path, fd: fd, access: access})
 }
 
+// addHandle plans a rule on an open directory handle (the job's HOME or
+// cwd, checked by the server through the same handle): the rule is bound to
+// that directory whatever its name leads to now. fd < 0 adds nothing.
+func (p *planner) addHandle(path string, fd int, access uint64) {
+	if fd < 0 {
+		return
+	}
+	access &= p.handled
+	if i, ok := p.index[path]; ok {
+		p.rules[i].access |= access
+		return
+	}
+	own, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		p.skip(path, "dup handle: "+err.Error())
+		return
+	}
+	p.index[path] = len(p.rules)
+	p.rules = append(p.rules, rule{path: path, fd: own, access: access})
+}
+
 func (p *planner) close() {
 	for _, r := range p.rules {
 		unix.Close(r.fd)
@@ -220,7 +241,7 @@ func (p *planner) close() {
 // planRules turns a job config into rules: read-only + execute (the RO
 // list, default or replaced, and the script), devices (the RW device list
 // and the job's terminal), read-write (the extra RW list, HOME and cwd).
-func planRules(cfg *JobConfig, handled uint64) *planner {
+func planRules(cfg *JobConfig, handled uint64, cwdFD, homeFD int) *planner {
 	p := &planner{handled: handled, index: map[string]int{}}
 	ro := cfg.Policy.RO
 	if len(ro) == 0 {
@@ -241,8 +262,8 @@ func planRules(cfg *JobConfig, handled uint64) *planner {
 	for _, path := range cfg.Policy.RW {
 		p.add(path, accessRWDir, accessRWFile)
 	}
-	p.add(cfg.Home, accessRWDir, accessRWFile)
-	p.add(cfg.Cwd, accessRWDir, accessRWFile)
+	p.addHandle(cfg.Home, homeFD, accessRWDir)
+	p.addHandle(cfg.Cwd, cwdFD, accessRWDir)
 	return p
 }
 
@@ -254,13 +275,12 @@ type rulesetAttr struct {
 	scoped           uint64
 }
 
-// applyLandlock confines the calling thread (and, where possible, every
-// thread) to cfg's rules with the strongest ABI the kernel offers. The
-// caller must have locked its goroutine to the OS thread it will exec from.
-// Network access is not handled (see docs/security.md).
-// applyLandlock builds the job's domain and restricts the calling thread
-// with it (only that thread: the job is forked from it).
-func applyLandlock(cfg *JobConfig) (Applied, error) {
+// applyLandlock builds the job's domain — the RO and device lists by name,
+// HOME and cwd from their handles — with the strongest ABI the kernel
+// offers, and restricts the calling thread with it: the stage's thread
+// that then execs the job. Network access is not handled (see
+// docs/security.md).
+func applyLandlock(cfg *JobConfig, cwdFD, homeFD int) (Applied, error) {
 	var a Applied
 	abi, errata, err := detectABI()
 	if err != nil {
@@ -276,7 +296,7 @@ func applyLandlock(cfg *JobConfig) (Applied, error) {
 		a.Notes = append(a.Notes, note)
 	}
 
-	p := planRules(cfg, handled)
+	p := planRules(cfg, handled, cwdFD, homeFD)
 	defer p.close()
 
 	attr := rulesetAttr{handledAccessFS: handled, scoped: scoped}

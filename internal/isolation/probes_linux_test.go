@@ -1,14 +1,9 @@
 package isolation
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
-	"runtime"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,67 +33,45 @@ func runProbe(args []string) int {
 		c.Close()
 		fmt.Println("connect=ok")
 		return 0
-	case "threads":
-		return probeThreads(args[1], args[2])
-	case "start-on-main":
-		// TestMain runs on the main thread (init locks it there).
-		devNull, _ := os.Open(os.DevNull)
-		st := startOnThisThread(&JobConfig{Argv: []string{"/bin/true"}, Cwd: "/", Policy: Policy{}}, [3]*os.File{devNull, devNull, devNull})
-		fmt.Printf("pid=%d code=%d err=%v\n", st.PID, st.Code, st.Err)
-		return 0
+	case "attack-parent":
+		return probeAttackParent()
 	}
 	return 2
 }
 
-type threadsReport struct {
-	Threads    int    `json:"threads"`
-	Distinct   int    `json:"distinct"`
-	MainDenied bool   `json:"main_denied"`
-	Denied     []bool `json:"denied"`
-	Error      string `json:"error,omitempty"`
-}
-
-// probeThreads starts goroutines locked to their own OS threads, confines
-// the main thread, then has every thread try to read a file outside the
-// rules: only the main thread may be refused.
-func probeThreads(deniedFile, allowedDir string) int {
-	const n = 6
-	runtime.LockOSThread()
-	ready := make(chan int)
-	start := make(chan struct{})
-	type res struct{ denied bool }
-	results := make(chan res)
-	for range n {
-		go func() {
-			runtime.LockOSThread()
-			ready <- unix.Gettid()
-			<-start
-			_, err := os.ReadFile(deniedFile)
-			results <- res{denied: errors.Is(err, fs.ErrPermission)}
-		}()
-	}
-	tids := map[int]bool{unix.Gettid(): true}
-	for range n {
-		tids[<-ready] = true
-	}
-	var rep threadsReport
-	_, err := applyLandlock(&JobConfig{Cwd: allowedDir, Policy: DefaultPolicy()})
+// probeAttackParent runs as the job, from its first instructions: it
+// tries everything Landlock allows inside one domain — ptrace attach and
+// seize, reading memory, a signal — on every thread of its parent (the
+// process that started its stage) and prints how many succeeded.
+func probeAttackParent() int {
+	ppid := os.Getppid()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", ppid))
 	if err != nil {
-		rep.Error = err.Error()
+		fmt.Printf("error=%v\n", err)
+		return 0
 	}
-	rep.Threads = n + 1
-	rep.Distinct = len(tids)
-	_, err = os.ReadFile(deniedFile)
-	rep.MainDenied = errors.Is(err, fs.ErrPermission)
-	close(start)
-	for range n {
-		rep.Denied = append(rep.Denied, (<-results).denied)
+	var attach, seize, readMem, signal int
+	buf := make([]byte, 8)
+	for _, e := range tasks {
+		var tid int
+		fmt.Sscan(e.Name(), &tid)
+		if unix.PtraceAttach(tid) == nil {
+			attach++
+			unix.PtraceDetach(tid)
+		}
+		if unix.PtraceSeize(tid) == nil {
+			seize++
+			unix.PtraceDetach(tid)
+		}
+		local := []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}}
+		remote := []unix.RemoteIovec{{Base: uintptr(0x400000), Len: len(buf)}}
+		if _, err := unix.ProcessVMReadv(ppid, local, remote, 0); err == nil || err == unix.EFAULT {
+			readMem++
+		}
+		if unix.Tgkill(ppid, tid, 0) == nil {
+			signal++
+		}
 	}
-	json.NewEncoder(os.Stdout).Encode(rep)
+	fmt.Printf("threads=%d\nattach=%d\nseize=%d\nread_mem=%d\nsignal=%d\n", len(tasks), attach, seize, readMem, signal)
 	return 0
-}
-
-// startOnThisThread runs start on the calling thread (probes only).
-func startOnThisThread(cfg *JobConfig, stdio [3]*os.File) Started {
-	return start(cfg, stdio, &syscall.SysProcAttr{})
 }

@@ -11,8 +11,8 @@ import (
 // reasonDisabled is recorded when the server turned isolation off.
 const reasonDisabled = "path isolation disabled by the server (" + EnvEnablePathIsolation + "=false)"
 
-// ensureHome creates the job's HOME (0755, whatever the umask) when missing.
-func ensureHome(home string) error {
+// EnsureHome creates the job's HOME (0755, whatever the umask) when missing.
+func EnsureHome(home string) error {
 	st, err := os.Stat(home)
 	if err == nil {
 		if !st.IsDir() {

@@ -121,7 +121,7 @@ func runStage(t *testing.T, cfg JobConfig) stageResult {
 	}
 	devNull, _ := os.Open(os.DevNull)
 	defer devNull.Close()
-	st := Start(&cfg, [3]*os.File{devNull, outW, errW}, &syscall.SysProcAttr{Setpgid: true})
+	st := startJob(t, &cfg, [3]*os.File{devNull, outW, errW})
 	outW.Close()
 	errW.Close()
 	var stdout, stderr bytes.Buffer
@@ -310,13 +310,13 @@ func TestStageForceFailIsFailClosed(t *testing.T) {
 	if r.code != ExitSetupFailed {
 		t.Errorf("exit %d, want %d", r.code, ExitSetupFailed)
 	}
-	if r.stderr != "shellctl: forced setup failure (test)\n" {
+	if r.stderr != "shellctl: apply Landlock filesystem isolation: forced setup failure (test)\n" {
 		t.Errorf("stderr = %q", r.stderr)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the script ran")
 	}
-	if r.appliedErr != nil || r.applied.Enabled || r.applied.Error != cfg.ForceFail {
+	if r.appliedErr != nil || r.applied.Enabled || r.applied.Error != "apply Landlock filesystem isolation: "+cfg.ForceFail {
 		t.Errorf("applied = %+v, %v", r.applied, r.appliedErr)
 	}
 }
@@ -609,66 +609,86 @@ func TestStagePathnameUnixSocket(t *testing.T) {
 	t.Logf("ABI %d: a confined job CAN connect to pathname unix sockets outside its rules", abi)
 }
 
-// Only the confined thread is restricted: the other threads of the process
-// (the runner's, which write output and the database) are not.
-func TestConfineOnlyTheThread(t *testing.T) {
+// startJob starts cfg's job as the runner does: a stage (this test binary
+// with StageArg) started first, then handed the job.
+func startJob(tb testing.TB, cfg *JobConfig, stdio [3]*os.File) Started {
+	tb.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stage, err := StartStage(exe, &syscall.SysProcAttr{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return stage.Assign(cfg, Files{Stdio: stdio}, false)
+}
+
+// Nothing but the job is in its domain: from its first instructions, the
+// job can neither ptrace, read the memory of, nor signal any thread of the
+// process that started it. (When the job was forked from a runner thread
+// confined for it, that thread shared the job's domain and could be
+// attached to.)
+func TestJobCannotReachItsParent(t *testing.T) {
+	abi, errata := requireLandlock(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped, _ := scopedForABI(abi, errata)
+	for i := range 10 {
+		l := newJobLayout(t)
+		l.writeScript(t, "true\n")
+		cfg := l.config(nil)
+		cfg.Argv = []string{exe, probeArg, "attack-parent"}
+		cfg.Policy.RO = append(cfg.Policy.RO, exe)
+		r := runStage(t, cfg)
+		kv := r.kv()
+		if kv["threads"] == "" || kv["threads"] == "0" {
+			t.Fatalf("start %d: the probe saw no threads of its parent: %q %q", i, r.stdout, r.stderr)
+		}
+		want := map[string]string{"attach": "0", "seize": "0", "read_mem": "0"}
+		if scoped&unix.LANDLOCK_SCOPE_SIGNAL != 0 {
+			want["signal"] = "0"
+		}
+		checkKV(t, kv, want)
+	}
+}
+
+// The stage is the job: the process handed the job is the one that runs
+// it (no fork between them, so no other process ever holds the domain).
+func TestStageBecomesTheJob(t *testing.T) {
 	requireLandlock(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	denied := filepath.Join(dir, "denied")
-	allowed := filepath.Join(dir, "allowed")
-	if err := os.Mkdir(allowed, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(denied, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(exe, probeArg, "threads", denied, allowed).Output()
+	stage, err := StartStage(exe, &syscall.SysProcAttr{})
 	if err != nil {
-		t.Fatalf("probe: %v", err)
+		t.Fatal(err)
 	}
-	var rep threadsReport
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("probe output %q: %v", out, err)
+	l := newJobLayout(t)
+	l.writeScript(t, "echo pid=$$\n")
+	cfg := l.config(nil)
+	outR, outW, _ := os.Pipe()
+	devNull, _ := os.Open(os.DevNull)
+	defer devNull.Close()
+	st := stage.Assign(&cfg, Files{Stdio: [3]*os.File{devNull, outW, outW}}, false)
+	outW.Close()
+	out, _ := io.ReadAll(outR)
+	var ws syscall.WaitStatus
+	syscall.Wait4(st.PID, &ws, 0, nil)
+	if st.Err != nil {
+		t.Fatalf("start: %v", st.Err)
 	}
-	t.Logf("threads probe: %+v", rep)
-	if rep.Error != "" {
-		t.Fatalf("apply: %s", rep.Error)
-	}
-	if rep.Distinct != rep.Threads {
-		t.Errorf("only %d distinct threads of %d", rep.Distinct, rep.Threads)
-	}
-	if !rep.MainDenied {
-		t.Error("the confined thread can read the denied file")
-	}
-	for i, d := range rep.Denied {
-		if d {
-			t.Errorf("thread %d is restricted too", i)
-		}
+	if got, want := strings.TrimSpace(string(out)), fmt.Sprintf("pid=%d", stage.PID); got != want {
+		t.Errorf("job says %q, want %q (the stage's pid)", got, want)
 	}
 }
 
-// Start refuses to confine the main thread, which stands for the whole
-// process in the kernel's signal checks.
-func TestStartRefusesTheMainThread(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(exe, probeArg, "start-on-main").Output()
-	if err != nil {
-		t.Fatalf("probe: %v", err)
-	}
-	if !strings.HasPrefix(string(out), fmt.Sprintf("pid=0 code=%d err=refusing to confine the main thread", ExitSetupFailed)) {
-		t.Fatalf("start on the main thread: %s", out)
-	}
-}
-
-// BenchmarkStart measures a job's start through Start (confine a thread,
-// fork, exec) against a plain fork and exec.
+// BenchmarkStart measures a job's start through a stage (started, then
+// handed the job: it confines itself and execs) against a plain fork and
+// exec. The stage's start is counted here; in the runner it is made ahead.
 func BenchmarkStart(b *testing.B) {
 	if _, _, err := detectABI(); err != nil {
 		b.Skipf("Landlock not available: %v", err)
@@ -682,7 +702,7 @@ func BenchmarkStart(b *testing.B) {
 			policy.Enabled = enabled
 			cfg := JobConfig{Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: dir, Home: dir, Policy: policy}
 			for b.Loop() {
-				st := Start(&cfg, [3]*os.File{devNull, devNull, devNull}, &syscall.SysProcAttr{})
+				st := startJob(b, &cfg, [3]*os.File{devNull, devNull, devNull})
 				if st.PID == 0 {
 					b.Fatal(st.Err)
 				}

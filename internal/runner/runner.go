@@ -83,7 +83,12 @@ type Runner struct {
 	cgroupPath   string           // the job's cgroup directory, when it has one
 	cgroupFD     int              // the job's cgroup directory, open for clone into it (-1: none)
 	launchReason string           // why a job that never started ended
+	stage        *isolation.Stage // the process that becomes the job (prestart)
+	cwdHandle    *os.File         // the job's cwd and HOME, opened by the server
+	homeHandle   *os.File
 	master       *os.File         // pty mode
+	ptyMaster    *os.File         // the terminal made ahead (openTerminal)
+	ptySlave     *os.File
 	pumpDone     chan struct{}    // closed when all output is on disk
 	inputCh      chan []byte
 
@@ -148,6 +153,9 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: shellctl-runner --state-dir DIR --ctl-fd N [--job-id ID] [--memory-max BYTES] [--pids-max N] [--no-cgroup]")
 		return 2
 	}
+	// No job may read the runner's memory or descriptors through /proc or
+	// ptrace, whatever its uid: not dumpable from here on.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// Nothing the runner holds may reach the job it forks: the control
 	// channel it inherited (fd 3, not close-on-exec) least of all.
@@ -192,6 +200,9 @@ func Main(args []string) int {
 	spec, err := r.awaitAssign(ctl)
 	if err != nil {
 		// The server went away before it needed us: leave quietly.
+		if r.stage != nil {
+			r.stage.Close()
+		}
 		r.closeTracker()
 		return 0
 	}
@@ -250,6 +261,12 @@ func (r *Runner) prestart(opts proctree.Options) error {
 	r.rmu.Unlock()
 	if fd, err := proctree.OpenCgroupFD(tr); err == nil {
 		r.cgroupFD = fd
+	}
+	if err := r.openTerminal(); err != nil {
+		return err
+	}
+	if err := r.startStage(); err != nil {
+		return fmt.Errorf("start the job's stage: %w", err)
 	}
 	return nil
 }

@@ -49,22 +49,15 @@ func (r *Runner) start() error {
 
 func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	s := r.spec
-	master, slave, err := pty.Open()
-	if err != nil {
-		return fmt.Errorf("open terminal: %w", err)
-	}
+	master, slave := r.ptyMaster, r.ptySlave
+	r.ptyMaster, r.ptySlave = nil, nil
 	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(s.Cols), Rows: uint16(s.Rows)}); err != nil {
 		master.Close()
 		slave.Close()
 		return fmt.Errorf("set terminal size %dx%d: %w", s.Cols, s.Rows, err)
 	}
 	cfg.TTY = slave.Name()
-	if err := r.claimTerminal(slave); err != nil {
-		master.Close()
-		slave.Close()
-		return err
-	}
-	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, int(slave.Fd()))
+	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
 	// Only the job may hold the terminal's slave side: once it and its
 	// descendants close it, reading the master ends with EIO, which is how
 	// the runner knows the output is complete.
@@ -72,11 +65,6 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	if err := r.openOutput(w); err != nil {
 		master.Close()
 		return err
-	}
-	if l.PID == 0 {
-		master.Close()
-		r.launchFailed(l, w)
-		return nil
 	}
 	r.master = master
 	r.pumpDone = make(chan struct{})
@@ -93,6 +81,10 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 
 func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	s := r.spec
+	// The terminal made ahead is not this job's: the stage leaves the
+	// runner's session (so the job has no controlling terminal), and the
+	// terminal goes once the job is on its way.
+	defer r.dropTerminal()
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", os.DevNull, err)
@@ -111,7 +103,7 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	if err != nil {
 		return fmt.Errorf("make stderr pipe: %w", err)
 	}
-	l := r.launch(cfg, [3]*os.File{devNull, outW, errW}, -1)
+	l := r.launch(cfg, [3]*os.File{devNull, outW, errW}, false)
 	// Our copies of the write ends must go, or the pipes never reach end
 	// of file.
 	outW.Close()
@@ -120,12 +112,6 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 		outR.Close()
 		errR.Close()
 		return err
-	}
-	if l.PID == 0 {
-		outR.Close()
-		errR.Close()
-		r.launchFailed(l, w)
-		return nil
 	}
 	r.pumpDone = make(chan struct{})
 	errDone := make(chan struct{})
@@ -175,6 +161,35 @@ func (r *Runner) afterStart(l isolation.Started) {
 	r.mu.Unlock()
 	r.running()
 	r.watchRuntime()
+}
+
+// openTerminal opens a terminal ahead of need and makes it the controlling
+// terminal of the runner's session, before the stage is started: a process
+// takes its session's controlling terminal when it is forked, and the
+// stage must have it to put the job in the terminal's foreground. A stdio
+// job drops it (dropTerminal).
+func (r *Runner) openTerminal() error {
+	master, slave, err := pty.Open()
+	if err != nil {
+		return fmt.Errorf("open terminal: %w", err)
+	}
+	if err := r.claimTerminal(slave); err != nil {
+		master.Close()
+		slave.Close()
+		return err
+	}
+	r.ptyMaster, r.ptySlave = master, slave
+	return nil
+}
+
+// dropTerminal closes a terminal made ahead that no job uses. The hangup
+// this causes reaches the runner's own group only (its SIGHUP is caught).
+func (r *Runner) dropTerminal() {
+	if r.ptyMaster != nil {
+		r.ptyMaster.Close()
+		r.ptySlave.Close()
+		r.ptyMaster, r.ptySlave = nil, nil
+	}
 }
 
 // claimTerminal makes slave the controlling terminal of the runner's
@@ -356,63 +371,51 @@ func copyStdout(w *outWriter, src *os.File) error {
 	return err
 }
 
-// launch starts the job's process confined (isolation.Start: forked from
-// a runner thread confined for it), in a process group of its own, born in
-// the job's cgroup when there is one — moving a running process into a
-// cgroup waits for the kernel's RCU machinery. ttyFD ≥ 0 is the terminal
-// (in this process) whose foreground the job's group takes. The runner
-// reaps the job (and every orphan of the tree) itself; an exit before
-// setMainPID is kept for it.
-func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, ttyFD int) isolation.Started {
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	if ttyFD >= 0 {
-		attr.Foreground, attr.Ctty = true, ttyFD
+// launch hands the job to its stage (started ahead of need by prestart:
+// in a process group of its own, born in the job's cgroup when there is
+// one, since moving a running process into a cgroup waits for the
+// kernel's RCU machinery), which confines itself and becomes the job.
+// tty: stdio[0] is the job's terminal, whose foreground its group takes.
+// A stage that could not start the job has said why in the job's output
+// and exits with the code that says what failed (125 isolation or setup,
+// 126 not executable, 127 not found), as a shell would; that exit is the
+// job's, reaped like any other. The runner reaps the job (and every
+// orphan of the tree) itself; an exit before setMainPID is kept for it.
+func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) isolation.Started {
+	st := r.stage.Assign(&cfg, isolation.Files{Stdio: stdio, Cwd: r.cwdHandle, Home: r.homeHandle}, tty)
+	r.setMainPID(st.PID)
+	r.mu.Lock()
+	r.pid = st.PID
+	r.startedAt = time.Now()
+	r.mu.Unlock()
+	if st.Err != nil {
+		reason := ReasonSetupFailed
+		if st.Code != isolation.ExitSetupFailed {
+			reason = ReasonExecFailed
+		}
+		r.log.Warn("job did not start", "err", st.Err)
+		r.launchReason = reason + ": " + st.Err.Error()
 	}
+	return st
+}
+
+// startStage starts the stage that will become the job (see launch).
+func (r *Runner) startStage() error {
+	// No process group of its own yet: a stage for a stdio job leaves
+	// the runner's session (setsid), which a group leader cannot do.
+	attr := &syscall.SysProcAttr{}
 	if r.cgroupFD >= 0 {
 		attr.UseCgroupFD, attr.CgroupFD = true, r.cgroupFD
 	}
-	st := isolation.Start(&cfg, stdio, attr)
-	if st.PID == 0 {
-		return st
+	st, err := isolation.StartStage("/proc/self/exe", attr)
+	if err != nil {
+		return err
 	}
 	if r.cgroupFD < 0 {
 		if err := r.tracker.Add(st.PID); err != nil {
 			r.log.Warn("track job process", "pid", st.PID, "err", err)
 		}
 	}
-	r.setMainPID(st.PID)
-	r.mu.Lock()
-	r.pid = st.PID
-	r.startedAt = time.Now()
-	r.mu.Unlock()
-	return st
-}
-
-// launchFailed ends a job that never started: the reason goes into its
-// output as a "shellctl: …" line and the exit code says what failed
-// (125 isolation or setup, 126 not executable, 127 not found), as a shell
-// would say it.
-func (r *Runner) launchFailed(l isolation.Started, w *outWriter) {
-	code, msg, reason := l.Code, l.Err.Error(), ReasonSetupFailed
-	if code != isolation.ExitSetupFailed {
-		reason = ReasonExecFailed
-	}
-	fmt.Fprintf(w, "shellctl: %s\n", msg)
-	if r.spec.Mode == "stdio" {
-		// As the job's own stderr would have said it.
-		if f, err := os.OpenFile(filepath.Join(r.spec.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
-			fmt.Fprintf(f, "shellctl: %s\n", msg)
-			f.Close()
-		}
-	}
-	r.mu.Lock()
-	r.isolation = marshalApplied(l.Applied)
-	r.startedAt = time.Now()
-	r.mu.Unlock()
-	r.log.Warn("job did not start", "err", msg)
-	r.launchReason = reason + ": " + msg
-	r.pumpDone = make(chan struct{})
-	close(r.pumpDone) // nothing to drain
-	r.setMainPID(-1)
-	r.mainState <- unix.WaitStatus(code << 8) // as if it had exited with code
+	r.stage = st
+	return nil
 }

@@ -1,0 +1,411 @@
+package isolation
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The stage is the process that becomes the job. Its runner starts it
+// ahead of need (warm: born in the job's cgroup, in a process group of its
+// own, unconfined and running none of the job's code) and hands it the job
+// when there is one. The stage then sets up the job's terminal or pipes and
+// working directory, makes the job's Landlock domain and no_new_privs on
+// the thread that then calls execve, and becomes the job. So nothing but
+// the job is ever inside the job's domain: Landlock lets a process ptrace,
+// signal and read the memory of every process in its own domain, and a
+// runner thread confined for the job would be open to all of that (it was
+// exploited: a job attached to such a thread during its first microseconds
+// and wrote code into the runner). Between landlock_restrict_self and
+// execve only the stage's own code runs, and execve ends every other
+// thread of the stage before the job's first instruction.
+//
+// The channel between runner and stage is a stream socketpair, the
+// stage's end inherited as fd StageFD:
+//
+//	runner → stage: an 8-byte little-endian length carrying the job's
+//	                descriptors (SCM_RIGHTS: stdin, stdout, stderr, cwd,
+//	                home), then that many bytes of JSON (stageRequest).
+//	stage → runner: JSON lines (stageReply): what was applied, sent just
+//	                before execve, and a failure when something did not
+//	                work. The stage's end is close-on-exec, so end of file
+//	                with no failure means the job's program runs.
+
+// StageArg, as the first argument of the runner's binary, makes it a stage
+// (see cmd/shellctl-runner); the socket to its runner is fd StageFD.
+const StageArg = "__stage"
+
+// StageFD is the descriptor of a stage's socket to its runner.
+const StageFD = 3
+
+// maxStageRequest bounds a request a stage reads. The request holds the
+// job's environment, which a run request bounds; this only guards the
+// stage against a broken peer.
+const maxStageRequest = 1 << 30
+
+// Stage is a started stage waiting for its job.
+type Stage struct {
+	// PID is the stage's process, which becomes the job's.
+	PID  int
+	sock *os.File
+}
+
+// StartStage starts a stage: exe (the runner's binary) with StageArg,
+// with attr's process attributes (its process group, its cgroup). The
+// caller reaps it: it is the job's process from here on.
+func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("make the stage's socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "stage")
+	theirs := os.NewFile(uintptr(fds[1]), "stage-peer")
+	defer theirs.Close()
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("open %s for the stage: %w", os.DevNull, err)
+	}
+	defer devNull.Close()
+	cmd := &exec.Cmd{
+		Path: exe, Args: []string{"shellctl-stage", StageArg},
+		Env:    []string{},
+		Stdin:  devNull, Stdout: devNull, Stderr: devNull,
+		ExtraFiles:  []*os.File{theirs},
+		SysProcAttr: attr,
+	}
+	if err := cmd.Start(); err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("start stage %s: %w", exe, err)
+	}
+	return &Stage{PID: cmd.Process.Pid, sock: ours}, nil
+}
+
+// Close lets a stage that was never assigned go (it exits on end of file).
+func (s *Stage) Close() {
+	if s.sock != nil {
+		s.sock.Close()
+		s.sock = nil
+	}
+}
+
+// Files are the descriptors a job starts with. Cwd and Home are open
+// directory handles (O_PATH is enough): the job's working directory and
+// its read-write rules are made from them, never from names. Nil means
+// "open cfg's path now" (tests and tools; the server always passes
+// handles it checked).
+type Files struct {
+	Stdio [3]*os.File
+	Cwd   *os.File
+	Home  *os.File
+}
+
+// stageRequest is what a runner sends its stage.
+type stageRequest struct {
+	Config JobConfig `json:"config"`
+	// TTY: fd 0 is the job's terminal, whose foreground its group takes.
+	TTY bool `json:"tty"`
+	// HasHome: a home handle follows the cwd handle.
+	HasHome bool `json:"has_home"`
+	// Fail: the job cannot start, for this reason, found before it was
+	// handed over; the stage says so in its output and exits FailCode.
+	// Only the stdio descriptors come with it.
+	Fail     string `json:"fail,omitempty"`
+	FailCode int    `json:"fail_code,omitempty"`
+}
+
+// stageReply is one message from a stage.
+type stageReply struct {
+	Applied *Applied `json:"applied,omitempty"`
+	Code    int      `json:"code,omitempty"`
+	Err     string   `json:"err,omitempty"`
+}
+
+// Assign hands the job to the stage and waits until the stage has become
+// it, or failed to. A stage that failed has already written the reason
+// ("shellctl: …") to the job's stdout (and stderr, when that differs) and
+// exits with Started.Code, so its exit is the job's. Started.PID is the
+// stage's process whenever the stage was reached: the caller reaps it.
+func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
+	st.PID = s.PID
+	defer s.Close()
+	fail := func(code int, err error) Started {
+		st.Code, st.Err = code, err
+		if st.Applied.Error == "" && !st.Applied.Enabled {
+			st.Applied.Error = err.Error()
+		}
+		return st
+	}
+	req := stageRequest{Config: *cfg, TTY: tty}
+	cwd, home := f.Cwd, f.Home
+	if cwd == nil {
+		if h, err := OpenDir(cfg.Cwd); err != nil {
+			req.Fail = fmt.Sprintf("change to cwd: %v", err)
+		} else {
+			defer h.Close()
+			cwd = h
+		}
+	}
+	if home == nil && cfg.Home != "" && req.Fail == "" {
+		if err := EnsureHome(cfg.Home); err != nil {
+			req.Fail = err.Error()
+		} else if h, err := OpenDir(cfg.Home); err != nil {
+			req.Fail = fmt.Sprintf("open home: %v", err)
+		} else {
+			defer h.Close()
+			home = h
+		}
+	}
+	fds := []int{int(f.Stdio[0].Fd()), int(f.Stdio[1].Fd()), int(f.Stdio[2].Fd())}
+	if req.Fail != "" {
+		req.FailCode = ExitSetupFailed
+	} else {
+		fds = append(fds, int(cwd.Fd()))
+		if home != nil {
+			fds = append(fds, int(home.Fd()))
+			req.HasHome = true
+		}
+	}
+	body, err := json.Marshal(&req)
+	if err != nil {
+		return fail(ExitSetupFailed, fmt.Errorf("encode the job for its stage: %w", err))
+	}
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
+	if err := unix.Sendmsg(int(s.sock.Fd()), hdr[:], unix.UnixRights(fds...), nil, 0); err != nil {
+		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
+	}
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(cwd)
+	runtime.KeepAlive(home)
+	if _, err := s.sock.Write(body); err != nil {
+		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
+	}
+	// Replies until end of file: the stage's end closes at execve.
+	sc := bufio.NewScanner(s.sock)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	got := false
+	for sc.Scan() {
+		var rep stageReply
+		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
+			return fail(ExitSetupFailed, fmt.Errorf("read the stage's answer: %w", err))
+		}
+		got = true
+		if rep.Applied != nil {
+			st.Applied = *rep.Applied
+		}
+		if rep.Err != "" {
+			st.Code, st.Err = rep.Code, errors.New(rep.Err)
+		}
+	}
+	if !got {
+		// Gone before it said anything: killed, or it could not read us.
+		return fail(ExitSetupFailed, fmt.Errorf("the job's stage (pid %d) ended before it started the job", s.PID))
+	}
+	return st
+}
+
+// OpenDir opens path as a directory handle (O_PATH), following symlinks
+// once: what it names now is what the job gets.
+func OpenDir(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOTDIR) {
+			return nil, fmt.Errorf("%s is not a directory", path)
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// HandlePath is the path the kernel knows for an open handle: where the
+// directory really is, whatever names led to it.
+func HandlePath(f *os.File) (string, error) {
+	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	runtime.KeepAlive(f)
+	if err != nil {
+		return "", fmt.Errorf("resolve the handle of %s: %w", f.Name(), err)
+	}
+	return p, nil
+}
+
+// StageMain is the stage's whole life; it returns only when the job could
+// not be started (the exit code says why), or when its runner let it go.
+func StageMain() int {
+	// Nothing of ours may be read by another process, the job included:
+	// execve makes the job dumpable again for itself.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	runtime.LockOSThread() // everything below happens on this thread
+	sock := StageFD
+	if _, err := unix.FcntlInt(uintptr(sock), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return ExitSetupFailed
+	}
+	req, fds, err := readStageRequest(sock)
+	if err != nil {
+		// The runner went away before it had a job for us, or spoke
+		// nonsense: there is no job to tell.
+		return 0
+	}
+	reply := func(r stageReply) {
+		b, _ := json.Marshal(&r)
+		_, _ = unix.Write(sock, append(b, '\n'))
+	}
+	code, err := becomeJob(req, fds, reply)
+	// Here only when the job did not start: say why where its output goes.
+	reply(stageReply{Code: code, Err: err.Error()})
+	msg := []byte("shellctl: " + err.Error() + "\n")
+	_, _ = unix.Write(1, msg)
+	if !req.TTY {
+		_, _ = unix.Write(2, msg)
+	}
+	return code
+}
+
+func readStageRequest(sock int) (*stageRequest, []int, error) {
+	var hdr [8]byte
+	oob := make([]byte, unix.CmsgSpace(5*4))
+	n, oobn, _, _, err := unix.Recvmsg(sock, hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n != len(hdr) {
+		return nil, nil, fmt.Errorf("short stage header (%d bytes)", n)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		got, err := unix.ParseUnixRights(&m)
+		if err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	size := binary.LittleEndian.Uint64(hdr[:])
+	if size > maxStageRequest {
+		return nil, nil, fmt.Errorf("stage request of %d bytes", size)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(os.NewFile(uintptr(sock), "runner"), body); err != nil {
+		return nil, nil, err
+	}
+	req := new(stageRequest)
+	if err := json.Unmarshal(body, req); err != nil {
+		return nil, nil, err
+	}
+	want := 4
+	switch {
+	case req.Fail != "":
+		want = 3
+	case req.HasHome:
+		want = 5
+	}
+	if len(fds) != want {
+		return nil, nil, fmt.Errorf("stage got %d descriptors, want %d", len(fds), want)
+	}
+	return req, fds, nil
+}
+
+// becomeJob sets the job up and execs it; it returns only on failure.
+func becomeJob(req *stageRequest, fds []int, reply func(stageReply)) (int, error) {
+	cfg := &req.Config
+	for i := 0; i < 3; i++ {
+		if err := unix.Dup3(fds[i], i, 0); err != nil {
+			return ExitSetupFailed, fmt.Errorf("set up the job's fd %d: %w", i, err)
+		}
+		unix.Close(fds[i])
+	}
+	if req.Fail != "" {
+		return req.FailCode, errors.New(req.Fail)
+	}
+	cwdFD, homeFD := fds[3], -1
+	if req.HasHome {
+		homeFD = fds[4]
+	}
+	if req.TTY {
+		// A process group of its own, in the runner's session, in the
+		// foreground of the terminal that session owns.
+		if err := unix.Setpgid(0, 0); err != nil {
+			return ExitSetupFailed, fmt.Errorf("make the job's process group: %w", err)
+		}
+		if err := takeForeground(); err != nil {
+			return ExitSetupFailed, err
+		}
+	} else if _, err := unix.Setsid(); err != nil {
+		// A stdio job has no terminal: a session of its own without one.
+		return ExitSetupFailed, fmt.Errorf("make the job's session: %w", err)
+	}
+	if err := unix.Fchdir(cwdFD); err != nil {
+		return ExitSetupFailed, fmt.Errorf("change to cwd %s: %w", cfg.Cwd, err)
+	}
+	ResetIgnoredSignals()
+	a, err := confine(cfg, cwdFD, homeFD)
+	if err != nil {
+		a.Enabled, a.Error = false, err.Error()
+		reply(stageReply{Applied: &a})
+		return ExitSetupFailed, err
+	}
+	prog, err := lookProgram(cfg.Argv[0], cfg.Env)
+	if err != nil {
+		reply(stageReply{Applied: &a})
+		return ExitNotFound, err
+	}
+	reply(stageReply{Applied: &a})
+	// The job starts with no signal blocked.
+	var none unix.Sigset_t
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
+	err = syscall.Exec(prog, cfg.Argv, cfg.Env)
+	code := ExitCannotExec
+	if errors.Is(err, syscall.ENOENT) {
+		code = ExitNotFound
+	}
+	return code, fmt.Errorf("exec %s: %w", prog, err)
+}
+
+// takeForeground puts the stage's process group in the foreground of its terminal, fd 0, so the job reads
+// and writes it as a foreground job and ^C reaches it. A background group
+// that sets the foreground gets SIGTTOU unless it blocks it: blocked on
+// this thread for the call.
+func takeForeground() error {
+	var set, old unix.Sigset_t
+	set.Val[0] = 1 << (uint(unix.SIGTTOU) - 1)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		return fmt.Errorf("block SIGTTOU: %w", err)
+	}
+	defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	if err := unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, unix.Getpgrp()); err != nil {
+		return fmt.Errorf("put the job in its terminal's foreground: %w", err)
+	}
+	return nil
+}
+
+// confine makes the job's domain on the calling thread, with its HOME and
+// cwd rules made from their handles. An error means the job must not run.
+func confine(cfg *JobConfig, cwdFD, homeFD int) (Applied, error) {
+	var a Applied
+	if cfg.ForceFail != "" {
+		return a, fmt.Errorf("apply Landlock filesystem isolation: %s", cfg.ForceFail)
+	}
+	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+		return a, errors.New("no program to run")
+	}
+	if !cfg.Policy.Enabled {
+		a.Reason = reasonDisabled
+		return a, nil
+	}
+	a, err := applyLandlock(cfg, cwdFD, homeFD)
+	if err != nil {
+		return a, fmt.Errorf("apply Landlock filesystem isolation: %w", err)
+	}
+	return a, nil
+}
