@@ -78,8 +78,8 @@ func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 	defer devNull.Close()
 	cmd := &exec.Cmd{
 		Path: exe, Args: []string{"shellctl-stage", StageArg},
-		Env:    []string{},
-		Stdin:  devNull, Stdout: devNull, Stderr: devNull,
+		Env:   []string{},
+		Stdin: devNull, Stdout: devNull, Stderr: devNull,
 		ExtraFiles:  []*os.File{theirs},
 		SysProcAttr: attr,
 	}

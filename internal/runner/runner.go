@@ -86,10 +86,10 @@ type Runner struct {
 	stage        *isolation.Stage // the process that becomes the job (prestart)
 	cwdHandle    *os.File         // the job's cwd and HOME, opened by the server
 	homeHandle   *os.File
-	master       *os.File         // pty mode
-	ptyMaster    *os.File         // the terminal made ahead (openTerminal)
+	master       *os.File // pty mode
+	ptyMaster    *os.File // the terminal made ahead (openTerminal)
 	ptySlave     *os.File
-	pumpDone     chan struct{}    // closed when all output is on disk
+	pumpDone     chan struct{} // closed when all output is on disk
 	inputCh      chan []byte
 
 	// reaper state
