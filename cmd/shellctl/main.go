@@ -10,9 +10,17 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
+	// Non-dumpable before anything is read: the kernel then hands our
+	// /proc files (environ, maps, mem) to root, so processes of our user —
+	// jobs among them — cannot read our memory or what the environment
+	// held before it is scrubbed. (cmdline stays world-readable: secrets
+	// come by file, see --token-file.) Runners are separate programs and
+	// reset it by exec.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	root := &cobra.Command{
 		Use:           "shellctl",
 		Short:         "Run an agent's shell commands as jobs, over HTTP",

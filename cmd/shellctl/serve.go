@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,12 +13,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/server"
+	"github.com/shellctl/shellctl/internal/statedir"
 )
 
 // Defaults of serve (jobs.md, isolation.md).
@@ -55,27 +54,38 @@ func serveCmd() *cobra.Command {
 		InheritEnv:     "all",
 	}
 	var verbose bool
+	var tokenFile string
 	var pprofAddr string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Start the job server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("token") || cfg.Token == "" {
-				cfg.Token = os.Getenv("SHELLCTL_AUTH_TOKEN")
+			level := slog.LevelInfo
+			if !verbose {
+				level = slog.LevelWarn
 			}
-			// pflag's value shares memory with the argument: copy it before
-			// the argument is scrubbed.
-			cfg.Token = strings.Clone(cfg.Token)
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			tc, err := resolveToken(cfg.Token, tokenFile, os.Getenv)
+			if err != nil {
+				return err
+			}
+			for _, n := range tc.notes {
+				cfg.Logger.Warn(n)
+			}
+			// pflag's value and os.Getenv's share memory with the
+			// arguments and the environment: copy the token before they
+			// are scrubbed.
+			cfg.Token = strings.Clone(tc.token)
 			scrubArgs(cfg.Token)
-			if env := os.Getenv("SHELLCTL_AUTH_TOKEN"); env != "" && env != cfg.Token {
+			if env := os.Getenv(envToken); env != "" && env != cfg.Token {
 				scrubArgs(strings.Clone(env))
 			}
-			// Non-dumpable: the kernel hands our /proc files (environ,
-			// maps, mem) to root, so jobs of our user cannot read the
-			// server's memory layout or what is left of its environment.
-			// Runners reset it by exec and hold no secret.
-			_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+			// Credential-like variables of our own environment (the token's
+			// among them) leave /proc/<pid>/environ; Go keeps its copies.
+			if _, err := scrubEnv(); err != nil {
+				cfg.Logger.Warn("credentials stay visible in /proc/<pid>/environ", "err", err)
+			}
 			cfg.Home = home
 			if cfg.StateDir == "" {
 				cfg.StateDir = defaultStateDir(home)
@@ -92,15 +102,22 @@ func serveCmd() *cobra.Command {
 			}
 			cfg.Environ = os.Environ()
 			cfg.Getenv = os.Getenv
-			level := slog.LevelInfo
-			if !verbose {
-				level = slog.LevelWarn
-			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			// Refuse a missing token before anything is opened.
 			if err := cfg.CheckToken(); err != nil {
 				return err
 			}
+			if tc.from != "" {
+				cfg.Logger.Info("token configured", "from", tc.from)
+			}
+			// One server per state dir: the lock is held until we exit.
+			if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+				return fmt.Errorf("making state dir %s: %w", cfg.StateDir, err)
+			}
+			release, err := statedir.Lock(cfg.StateDir)
+			if err != nil {
+				return err
+			}
+			defer release()
 			// Descriptors this process inherited (a terminal's, a CI
 			// harness's pipe) must not live on in runners and jobs, which
 			// outlive us: they would hold them open for as long.
@@ -132,7 +149,8 @@ func serveCmd() *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to listen on")
 	f.StringVar(&cfg.StateDir, "state-dir", "", "state directory (default $XDG_DATA_HOME/shellctl, else $HOME/.local/share/shellctl)")
-	f.StringVar(&cfg.Token, "token", "", "bearer token clients must send (default $SHELLCTL_AUTH_TOKEN)")
+	f.StringVar(&tokenFile, "token-file", "", "read the bearer token from this file (one line; default $SHELLCTL_AUTH_TOKEN_FILE); unlike --token, /proc never shows it")
+	f.StringVar(&cfg.Token, "token", "", "bearer token clients must send (default $SHELLCTL_AUTH_TOKEN); visible in /proc while serve starts: prefer --token-file")
 	f.BoolVar(&cfg.RequireToken, "require-auth-token", false, "refuse to start without a non-empty token")
 	f.StringVar(&cfg.DefaultShell, "default-shell", cfg.DefaultShell, "shell that runs scripts without a #! line")
 	f.Var(durationFlag{&cfg.GCInterval}, "gc-interval", "how often finished jobs are collected (seconds or a duration such as 1m)")
@@ -216,48 +234,4 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size such as 1GiB or 1048576", s)
 	}
 	return n * mult, nil
-}
-
-// scrubArgs overwrites every copy of the token in this process's argument
-// and environment memory, so /proc/<pid>/cmdline and /proc/<pid>/environ —
-// the first readable by every process of the machine, jobs included — no
-// longer show it. The kernel serves both files from that memory (arg_start
-// to env_end in /proc/self/stat); Go's os.Args strings point into it, which
-// gives us its address.
-func scrubArgs(secret string) {
-	if secret == "" || len(os.Args) == 0 || len(os.Args[0]) == 0 {
-		return
-	}
-	raw, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return
-	}
-	// Fields after the command name, which may itself hold spaces.
-	i := strings.LastIndexByte(string(raw), ')')
-	if i < 0 {
-		return
-	}
-	fields := strings.Fields(string(raw[i+1:]))
-	// proc(5): arg_start is field 48 and env_end field 51; fields[0] is
-	// field 3 (state).
-	if len(fields) < 49 {
-		return
-	}
-	argStart, err1 := strconv.ParseUint(fields[45], 10, 64)
-	envEnd, err2 := strconv.ParseUint(fields[48], 10, 64)
-	base := unsafe.StringData(os.Args[0])
-	if err1 != nil || err2 != nil || uint64(uintptr(unsafe.Pointer(base))) != argStart || envEnd <= argStart {
-		return // not the layout we know: leave memory alone
-	}
-	mem := unsafe.Slice(base, envEnd-argStart)
-	sec := []byte(secret)
-	for {
-		k := bytes.Index(mem, sec)
-		if k < 0 {
-			return
-		}
-		for j := k; j < k+len(sec); j++ {
-			mem[j] = 'x'
-		}
-	}
 }

@@ -30,12 +30,21 @@ var InheritNoneNames = []string{"PATH", "LANG", "USER", "LOGNAME", "SHELL"}
 
 // credentialMarkers make a server variable look like a credential when its
 // name contains one of them (case-insensitive).
-var credentialMarkers = []string{"KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL", "PASSPHRASE"}
+var credentialMarkers = []string{
+	"KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE", "COOKIE",
+}
+
+// credentialParts make a server variable look like a credential when they
+// are a whole '_'-separated part of its name (case-insensitive): MY_PASS,
+// HTTP_AUTH, SENTRY_DSN, but not BYPASS_CACHE or GIT_AUTHOR_NAME.
+var credentialParts = []string{"PASS", "AUTH", "DSN"}
 
 // PTYTerm is the TERM forced in pty mode.
 const PTYTerm = "xterm-256color"
 
-// IsCredentialName reports whether a variable name looks like a credential.
+// IsCredentialName reports whether a variable name looks like a credential:
+// it contains one of credentialMarkers, or one of credentialParts is a whole
+// '_'-separated part of it.
 func IsCredentialName(name string) bool {
 	up := strings.ToUpper(name)
 	for _, m := range credentialMarkers {
@@ -43,12 +52,95 @@ func IsCredentialName(name string) bool {
 			return true
 		}
 	}
+	for part := range strings.SplitSeq(up, "_") {
+		for _, p := range credentialParts {
+			if part == p {
+				return true
+			}
+		}
+	}
 	return false
+}
+
+// HasURLPassword reports whether a value carries a password in a URL,
+// scheme://user:secret@host, anywhere in it (a list of URLs, a JSON blob).
+// The user may be empty (redis://:secret@host); an empty secret
+// (scheme://user:@host) is no password. host:port/path@x is not taken for
+// user:secret: a secret made of digits up to a '/', '?' or '#' is a port.
+func HasURLPassword(value string) bool {
+	for rest := value; ; {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			return false
+		}
+		scheme := rest[:i]
+		after := rest[i+3:]
+		rest = after
+		if !endsWithScheme(scheme) {
+			continue
+		}
+		// The authority's end is unknown while a raw secret may hold '/':
+		// look up to the first blank for the '@' that ends a userinfo.
+		if j := strings.IndexAny(after, " \t\r\n"); j >= 0 {
+			after = after[:j]
+		}
+		at := strings.IndexByte(after, '@')
+		if at < 0 {
+			continue
+		}
+		user, secret, ok := strings.Cut(after[:at], ":")
+		if !ok || secret == "" || strings.ContainsAny(user, "/?#[]") {
+			continue
+		}
+		if isPortThenPath(secret) {
+			continue
+		}
+		return true
+	}
+}
+
+// endsWithScheme reports whether s ends with a URL scheme: a letter, then
+// letters, digits, '+', '-' or '.'.
+func endsWithScheme(s string) bool {
+	n := 0
+	for n < len(s) {
+		c := s[len(s)-1-n]
+		if isAlpha(c) || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.' {
+			n++
+			continue
+		}
+		break
+	}
+	// The scheme's first character must be a letter; walk back to one.
+	for n > 0 && !isAlpha(s[len(s)-n]) {
+		n--
+	}
+	return n > 0
+}
+
+func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// isPortThenPath reports whether s is digits followed by '/', '?' or '#':
+// what follows host: in host:port/path.
+func isPortThenPath(s string) bool {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i < len(s) && strings.IndexByte("/?#", s[i]) >= 0
+}
+
+// IsCredential reports whether a server variable looks like a credential by
+// its name (IsCredentialName) or its value (HasURLPassword). Such variables
+// never reach a job from the server's environment, and the server scrubs
+// their values from its own environment memory.
+func IsCredential(name, value string) bool {
+	return IsCredentialName(name) || HasURLPassword(value)
 }
 
 // inheritable reports whether a server variable may reach a job (without
 // --inherit-env=none).
-func inheritable(name string) bool {
+func inheritable(name, value string) bool {
 	up := strings.ToUpper(name)
 	switch {
 	case strings.HasPrefix(up, "SHELLCTL_"):
@@ -57,7 +149,7 @@ func inheritable(name string) bool {
 	case name == "TMUX":
 		// Would make tools in the job talk to the server's tmux.
 		return false
-	case IsCredentialName(name):
+	case IsCredential(name, value):
 		return false
 	}
 	return true
@@ -95,7 +187,8 @@ func validEnvEntry(k, v string) error {
 // winning:
 //
 //  1. the server's environment without SHELLCTL_* names, TMUX and
-//     credential-like names — or, with InheritNone, only InheritNoneNames;
+//     credentials (IsCredential: by name, or a password in a URL value) —
+//     or, with InheritNone, only InheritNoneNames;
 //  2. the request's env, always honoured (even credential-like names);
 //  3. forced: TMPDIR, TMP, TEMP = Cwd; HOME = Home; TERM=xterm-256color
 //     in pty mode.
@@ -119,7 +212,7 @@ func BuildEnv(in EnvInput) []string {
 			if !allow[k] {
 				continue
 			}
-		} else if !inheritable(k) {
+		} else if !inheritable(k, v) {
 			continue
 		}
 		m[k] = v // a later duplicate wins, as in os/exec

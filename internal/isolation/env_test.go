@@ -3,6 +3,7 @@ package isolation
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -112,13 +113,95 @@ func TestBuildEnv(t *testing.T) {
 
 func TestIsCredentialName(t *testing.T) {
 	for name, want := range map[string]bool{
+		// Substrings.
 		"AWS_SECRET_ACCESS_KEY": true, "github_token": true, "DB_Password": true,
 		"GOOGLE_APPLICATION_CREDENTIALS": true, "SSH_PASSPHRASE": true, "apikey": true,
+		"MYSQL_PASSWD": true, "passwd": true, "SSH_PRIVATE_FILE": true, "privatedata": true,
+		"SESSION_COOKIE": true, "cookiejar": true,
 		"KEYBOARD_LAYOUT": true, // the spec's rule is a plain substring match
-		"PATH":            false, "HOME": false, "LANG": false, "TOKYO": false,
+		// Whole '_'-separated parts.
+		"MY_PASS": true, "pass": true, "PASS_FILE": true, "A_PASS_B": true,
+		"HTTP_AUTH": true, "auth": true, "AUTH_HEADER": true, "x_Auth_y": true,
+		"SENTRY_DSN": true, "dsn": true, "DSN_URL": true,
+		// Not credentials.
+		"PATH": false, "HOME": false, "LANG": false, "TOKYO": false,
+		"GIT_AUTHOR_NAME": false, "GIT_AUTHOR_EMAIL": false, "BYPASS_CACHE": false,
+		"PASSAGE": false, "COMPASS": false, "MY_PASSAGE": false, "AUTHOR": false,
+		"OAUTH2_PROXY_URL": false, // OAUTH2 is not the part AUTH
+		"DSNAME":           false, "TADSN": false, "PASS__": true, "_AUTH": true,
+		"EDITOR": false, "": false,
 	} {
 		if got := IsCredentialName(name); got != want {
 			t.Errorf("IsCredentialName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestHasURLPassword(t *testing.T) {
+	for value, want := range map[string]bool{
+		// Dropped: a password in a URL.
+		"postgres://u:p@h/db":                                   true,
+		"postgresql://user:s3cr%40t@db.internal:5432/x":         true,
+		"redis://:onlypassword@cache:6379/0":                    true,
+		"https://user:tok/with/slash@host/path":                 true,
+		"HTTPS://U:P@H":                                         true,
+		"git+ssh://git:pw@host/repo.git":                        true,
+		"https://a.example/simple https://u:p@b.example/simple": true,
+		"mirror=https://a,https://u:p@b":                        true,
+		`{"url":"amqp://guest:guest@rabbit:5672/"}`:             true,
+		"prefix postgres://u:p@h":                               true,
+		"s3://AKIA:abc123@bucket":                               true,
+		// Kept: no password.
+		"":                                       false,
+		"/usr/bin:/bin":                          false,
+		"https://example.com/path":               false,
+		"https://user@host/path":                 false,
+		"ssh://git@github.com/org/repo.git":      false,
+		"https://user:@host/":                    false,
+		"https://registry.example:8080/@scope/p": false,
+		"http://host:80?q=a@b":                   false,
+		"http://host:443#frag@x":                 false,
+		"http://[::1]:8080/x@y":                  false,
+		"https://host/path:x@y":                  false,
+		"user:pass@host":                         false, // no scheme: not a URL
+		"://u:p@h":                               false, // no scheme
+		"mailto:someone@example.com":             false,
+		"http://u:p":                             false, // no '@'
+		"https://u:p @host":                      false, // the URL ends at the blank
+	} {
+		if got := HasURLPassword(value); got != want {
+			t.Errorf("HasURLPassword(%q) = %v, want %v", value, got, want)
+		}
+	}
+}
+
+func TestBuildEnvCredentialRules(t *testing.T) {
+	server := []string{
+		// Dropped by name.
+		"MY_PASS=a", "HTTP_AUTH=b", "SENTRY_DSN=c", "DB_PASSWD=d", "SSH_PRIVATE=e",
+		"SESSION_COOKIE=f", "NPM_TOKEN=g", "app_secret=h",
+		// Dropped by value.
+		"DATABASE_URL=postgres://u:p@h/db", "REDIS_URL=redis://:pw@cache:6379",
+		"PIP_EXTRA_INDEX_URL=https://pypi.example/simple https://me:tok@private.example/simple",
+		// Kept.
+		"GIT_AUTHOR_NAME=Ada", "BYPASS_CACHE=1", "HOMEPAGE=https://example.com/",
+		"GIT_URL=ssh://git@github.com/o/r.git", "REGISTRY=https://r.example:8443/@scope/pkg",
+		"COMPASS=north",
+	}
+	got := BuildEnv(EnvInput{ServerEnv: server})
+	want := []string{
+		"BYPASS_CACHE=1", "COMPASS=north", "GIT_AUTHOR_NAME=Ada", "GIT_URL=ssh://git@github.com/o/r.git",
+		"HOMEPAGE=https://example.com/", "REGISTRY=https://r.example:8443/@scope/pkg",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("BuildEnv:\n got %q\nwant %q", got, want)
+	}
+	// The request's entries are the caller's choice, credential-like or not.
+	req := map[string]string{"MY_PASS": "x", "DATABASE_URL": "postgres://u:p@h/db"}
+	got = BuildEnv(EnvInput{ServerEnv: server, Request: req})
+	for _, kv := range []string{"MY_PASS=x", "DATABASE_URL=postgres://u:p@h/db"} {
+		if !slices.Contains(got, kv) {
+			t.Errorf("request entry %s dropped: %q", kv, got)
 		}
 	}
 }

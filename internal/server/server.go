@@ -58,7 +58,7 @@ type Config struct {
 // CheckToken enforces --require-auth-token before anything is opened.
 func (c *Config) CheckToken() error {
 	if c.RequireToken && strings.TrimSpace(c.Token) == "" {
-		return errors.New("--require-auth-token is set but no token is configured: pass --token or set SHELLCTL_AUTH_TOKEN to a non-empty value")
+		return errors.New("--require-auth-token is set but no token is configured: give --token-file (or SHELLCTL_AUTH_TOKEN_FILE) a file holding a non-blank token, or pass --token or SHELLCTL_AUTH_TOKEN")
 	}
 	return nil
 }
