@@ -21,8 +21,11 @@ func TestSnapshotCommandsRoundTrip(t *testing.T) {
 	os.WriteFile(filepath.Join(src.Home, "proj", "a.txt"), []byte("alpha\n"), 0o640)
 	os.WriteFile(filepath.Join(src.Home, "proj", "sub", "skip.log"), []byte("noise"), 0o600)
 	os.Symlink("a.txt", filepath.Join(src.Home, "proj", "link"))
-	// A job's output lands in the state dir; the snapshot must not carry it.
-	s2 := startServer(t, serverOpts{token: "snap-token", home: src.Home, stateDir: filepath.Join(src.Home, ".local", "share", "shellctl")})
+	// The original's state dir inside Home is always left out (and no
+	// server may keep its state there: jobs write Home).
+	os.MkdirAll(filepath.Join(src.Home, ".local", "share", "shellctl"), 0o700)
+	os.WriteFile(filepath.Join(src.Home, ".local", "share", "shellctl", "shellctl.db"), []byte("not a database"), 0o600)
+	s2 := startServer(t, serverOpts{token: "snap-token", home: src.Home})
 	s2.runDone(t, client.RunRequest{Script: "echo job output"})
 
 	archive := filepath.Join(t.TempDir(), "home.tar.zst")

@@ -34,13 +34,6 @@ const (
 	defaultWarmRunners = 2
 )
 
-func defaultStateDir(home string) string {
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "shellctl")
-	}
-	return filepath.Join(home, ".local", "share", "shellctl")
-}
-
 func serveCmd() *cobra.Command {
 	home, _ := os.UserHomeDir()
 	cfg := server.Config{
@@ -88,7 +81,7 @@ func serveCmd() *cobra.Command {
 			}
 			cfg.Home = home
 			if cfg.StateDir == "" {
-				cfg.StateDir = defaultStateDir(home)
+				cfg.StateDir = statedir.Default(os.Geteuid())
 			}
 			if abs, err := filepath.Abs(cfg.StateDir); err == nil {
 				cfg.StateDir = abs
@@ -110,8 +103,8 @@ func serveCmd() *cobra.Command {
 				cfg.Logger.Info("token configured", "from", tc.from)
 			}
 			// One server per state dir: the lock is held until we exit.
-			if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-				return fmt.Errorf("making state dir %s: %w", cfg.StateDir, err)
+			if err := statedir.Prepare(cfg.StateDir); err != nil {
+				return err
 			}
 			release, err := statedir.Lock(cfg.StateDir)
 			if err != nil {
@@ -148,7 +141,7 @@ func serveCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to listen on")
-	f.StringVar(&cfg.StateDir, "state-dir", "", "state directory (default $XDG_DATA_HOME/shellctl, else $HOME/.local/share/shellctl)")
+	f.StringVar(&cfg.StateDir, "state-dir", "", "state directory: database, job output, runner sockets; never inside a path jobs can write (default "+statedir.RootDefault+" for root, /var/tmp/shellctl-<uid> otherwise)")
 	f.StringVar(&tokenFile, "token-file", "", "read the bearer token from this file (one line; default $SHELLCTL_AUTH_TOKEN_FILE); unlike --token, /proc never shows it")
 	f.StringVar(&cfg.Token, "token", "", "bearer token clients must send (default $SHELLCTL_AUTH_TOKEN); visible in /proc while serve starts: prefer --token-file")
 	f.BoolVar(&cfg.RequireToken, "require-auth-token", false, "refuse to start without a non-empty token")

@@ -27,6 +27,7 @@ import (
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/runner"
 	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/statedir"
 	"github.com/shellctl/shellctl/internal/store"
 )
 
@@ -67,6 +68,12 @@ type Service struct {
 	cfg Config
 	st  *store.Store
 	log *slog.Logger
+	// sd is the state dir's handle: every file made or opened there goes
+	// through it (no link followed, new files made exclusively).
+	sd *statedir.Dir
+	// stateReal is the state dir as the kernel names it: no job's cwd or
+	// HOME may contain it.
+	stateReal string
 
 	mu   sync.Mutex
 	live map[string]*job  // jobs whose end is not yet recorded
@@ -87,10 +94,20 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 	if cfg.DefaultShell == "" {
 		cfg.DefaultShell = "/bin/sh"
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "jobs"), 0o700); err != nil {
+	sd, err := statedir.OpenDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := sd.Mkdir("jobs", 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		sd.Close()
 		return nil, fmt.Errorf("make jobs dir: %w", err)
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, live: map[string]*job{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
+	stateReal, err := statedir.Real(cfg.StateDir)
+	if err != nil {
+		sd.Close()
+		return nil, err
+	}
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
 		readyDirs: make(chan string, readyDirCount)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
@@ -122,7 +139,7 @@ func (s *Service) Close() {
 	for {
 		select {
 		case d := <-s.readyDirs:
-			os.Remove(d)
+			os.Remove(filepath.Join(s.cfg.StateDir, d))
 			continue
 		default:
 		}
@@ -213,36 +230,11 @@ func ValidID(id string) bool {
 
 // Run starts a job and waits for it like Wait from offset 0.
 func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Result, error) {
-	cwd := req.Cwd
-	if cwd == "" {
-		cwd = s.cfg.Home
+	dirs, err := s.openJobDirs(req)
+	if err != nil {
+		return nil, err
 	}
-	if fi, err := os.Stat(cwd); err != nil {
-		return nil, errorf(ErrInvalidCwd, "cwd %q does not exist", cwd)
-	} else if !fi.IsDir() {
-		return nil, errorf(ErrInvalidCwd, "cwd %q is not a directory", cwd)
-	}
-	if root := s.cfg.WorkspaceRoot; root != "" {
-		// Judge the directory the job would really be in: a symlink inside
-		// the root may point anywhere (and a job can make one). The job is
-		// given the resolved path, and its Landlock rule is bound to the
-		// directory that path names when the rule is made, so swapping a
-		// path component afterwards gains no write access.
-		real, err := filepath.EvalSymlinks(cwd)
-		if err != nil {
-			return nil, errorf(ErrInvalidCwd, "cwd %q cannot be resolved: %v", cwd, err)
-		}
-		if !Within(real, root) {
-			return nil, errorf(ErrCwdNotAllowed, "cwd %q (really %q) is outside the workspace root %q", cwd, real, root)
-		}
-		cwd = real
-		// The job's HOME is read-write to it as much as its cwd.
-		if h, ok := req.Env["HOME"]; ok {
-			if err := homeWithin(h, root); err != nil {
-				return nil, err
-			}
-		}
-	}
+	defer dirs.close()
 	s.mu.Lock()
 	if s.cfg.MaxRunning > 0 && len(s.live) >= s.cfg.MaxRunning {
 		s.mu.Unlock()
@@ -254,7 +246,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 	s.live[id] = j
 	s.mu.Unlock()
 
-	if err := s.start(ctx, j, req, cwd); err != nil {
+	if err := s.start(ctx, j, req, dirs); err != nil {
 		s.forget(j)
 		return nil, err
 	}
@@ -264,8 +256,9 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 // start makes the job's directory and row and starts its runner. A failure
 // after the row exists is recorded as a failed job (still a 200 for the
 // client); a failure before undoes what was made.
-func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string) (err error) {
-	if err := s.makeJobDir(j.dir); err != nil {
+func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDirs) (err error) {
+	cwd := dirs.cwdReal
+	if err := s.makeJobDir(j.id); err != nil {
 		return fmt.Errorf("make job dir %s: %w", j.dir, err)
 	}
 	rowMade := false
@@ -282,10 +275,10 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 		argv = []string{script}
 		perm = 0o700
 	}
-	if err := os.WriteFile(script, []byte(req.Script), perm); err != nil {
+	if err := s.writeScript(j.id, req.Script, perm); err != nil {
 		return fmt.Errorf("write script of job %s: %w", j.id, err)
 	}
-	home := isolation.JobHome(req.Env, s.cfg.Home)
+	home := dirs.homeName
 	j.key = NewID() + NewID()
 	spec := &runner.Spec{
 		ID: j.id, StateDir: s.cfg.StateDir, Dir: j.dir, Mode: req.Mode, Argv: argv, ControlKey: j.key,
@@ -293,7 +286,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 			ServerEnv: s.cfg.ServerEnv, InheritNone: s.cfg.InheritNone, Request: req.Env,
 			Home: home, Cwd: cwd, PTY: req.Mode == "pty",
 		}),
-		Cwd: cwd, Home: home, Cols: req.Cols, Rows: req.Rows,
+		Cwd: cwd, Home: dirs.homeReal, Cols: req.Cols, Rows: req.Rows,
 		Policy:             s.cfg.Policy,
 		ForceIsolationFail: s.cfg.ForceIsolationFail,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),
@@ -325,7 +318,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 	j.created = now
 	j.mu.Unlock()
 
-	pid, conn, err := s.assign(spec, ir)
+	pid, conn, err := s.assign(spec, ir, dirs)
 	if err != nil {
 		s.log.Error("start runner", "job", j.id, "err", err)
 		s.finish(j, store.Exit{Status: store.StatusFailed, Reason: runner.ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now()})
@@ -363,9 +356,9 @@ const readyDirCount = 2
 // fillDirs keeps readyDirCount empty directories made in jobs/.
 func (s *Service) fillDirs() {
 	keepFilled(s, s.readyDirs, "make a job directory ahead", func() (string, error) {
-		d := filepath.Join(s.cfg.StateDir, "jobs", readyPrefix+NewID())
-		return d, os.Mkdir(d, 0o700)
-	}, func(d string) { os.Remove(d) })
+		d := "jobs/" + readyPrefix + NewID()
+		return d, s.sd.Mkdir(d, 0o700)
+	}, func(d string) { os.Remove(filepath.Join(s.cfg.StateDir, d)) })
 }
 
 // keepFilled makes items with produce and puts them in ch until the
@@ -393,17 +386,32 @@ func keepFilled[T any](s *Service, ch chan T, what string, produce func() (T, er
 	}
 }
 
-// makeJobDir makes dir, from a directory made ahead when one is ready.
-func (s *Service) makeJobDir(dir string) error {
+// makeJobDir makes job id's directory, from a directory made ahead when
+// one is ready (renamed without replacing anything, through the state
+// dir's handle).
+func (s *Service) makeJobDir(id string) error {
 	select {
 	case d := <-s.readyDirs:
-		if err := os.Rename(d, dir); err == nil {
+		if err := s.sd.Rename(d, jobRel(id)); err == nil {
 			return nil
 		}
-		os.Remove(d)
+		os.Remove(filepath.Join(s.cfg.StateDir, d))
 	default:
 	}
-	return os.Mkdir(dir, 0o700)
+	return s.sd.Mkdir(jobRel(id), 0o700)
+}
+
+// writeScript writes the job's script, made exclusively in its directory.
+func (s *Service) writeScript(id, script string, perm os.FileMode) error {
+	f, err := s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(perm))
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(script)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // takeIdle returns a warm runner, or nil when none is ready.
@@ -429,7 +437,17 @@ func (s *Service) putBack(ir *idleRunner) {
 // assign hands the job to ir (a warm runner taken from the pool, or nil),
 // then to further warm runners should that one be gone, and starts a runner
 // for it when none is ready.
-func (s *Service) assign(spec *runner.Spec, ir *idleRunner) (int, *proto.Conn, error) {
+func (s *Service) assign(spec *runner.Spec, ir *idleRunner, dirs *jobDirs) (int, *proto.Conn, error) {
+	jobDir, err := s.sd.Sub(jobRel(spec.ID))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer jobDir.Close()
+	// The runner gets the job's directory and the cwd and HOME handles
+	// checked in Run (SCM_RIGHTS, ahead of the assign message): it makes
+	// the job's files beneath the first and confines the job with the
+	// others, never by name.
+	fds := []int{jobDir.Fd(), int(dirs.cwd.Fd()), int(dirs.home.Fd())}
 	for {
 		if ir == nil {
 			ir = s.takeIdle()
@@ -441,7 +459,7 @@ func (s *Service) assign(spec *runner.Spec, ir *idleRunner) (int, *proto.Conn, e
 		if err != nil {
 			return 0, nil, fmt.Errorf("encode spec of job %s: %w", spec.ID, err)
 		}
-		if err := ir.conn.Send(&proto.Msg{T: proto.TAssign, Spec: raw}); err != nil {
+		if err := ir.conn.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw}, fds); err != nil {
 			// That runner is gone (killed while idle): try the next.
 			ir.conn.Close()
 			ir = nil
@@ -449,13 +467,13 @@ func (s *Service) assign(spec *runner.Spec, ir *idleRunner) (int, *proto.Conn, e
 		}
 		return ir.pid, ir.conn, nil
 	}
-	pid, conn, err := s.spawn(spec.Dir, spec.ID)
+	pid, conn, err := s.spawn(jobRel(spec.ID), spec.ID)
 	if err != nil {
 		return 0, nil, err
 	}
 	raw, err := json.Marshal(spec)
 	if err == nil {
-		err = conn.Send(&proto.Msg{T: proto.TAssign, Spec: raw})
+		err = conn.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw}, fds)
 	}
 	if err != nil {
 		conn.Close()
@@ -475,13 +493,14 @@ type idleRunner struct {
 // a job sees its channel close and leaves.
 func (s *Service) fillPool() {
 	keepFilled(s, s.pool, "start warm runner", func() (*idleRunner, error) {
-		pid, conn, err := s.spawn(s.cfg.StateDir, runner.PoolPlaceholder)
+		pid, conn, err := s.spawn(".", runner.PoolPlaceholder)
 		return &idleRunner{pid: pid, conn: conn}, err
 	}, func(ir *idleRunner) { ir.conn.Close() })
 }
 
 // spawn starts a runner in its own session, handing it one end of a
-// socketpair as its control channel; its stderr goes to runner.log in dir.
+// socketpair as its control channel; its stderr goes to runner.log in dir
+// (relative to the state dir).
 // shownID is the job id its arguments show (a placeholder for a warm one).
 func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -491,7 +510,7 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	ours := os.NewFile(uintptr(fds[0]), "ctl-server")
 	theirs := os.NewFile(uintptr(fds[1]), "ctl-runner")
 	defer theirs.Close()
-	logf, err := os.OpenFile(filepath.Join(dir, "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := s.sd.OpenAppend(filepath.Join(dir, "runner.log"), 0o600)
 	if err != nil {
 		ours.Close()
 		return 0, nil, fmt.Errorf("open runner log: %w", err)

@@ -82,9 +82,19 @@ func (s *Service) outputPath(id string) string {
 	return filepath.Join(runner.JobDir(s.cfg.StateDir, id), runner.OutputFile)
 }
 
-// fileSize is the size of the job's output.log (0 when it is gone).
+// openOutput opens the job's output.log for reading through the state
+// dir's handle: a link there is refused, never followed.
+func (s *Service) openOutput(id string) (*os.File, error) {
+	return s.sd.Open(jobRel(id)+"/"+runner.OutputFile, os.O_RDONLY, 0)
+}
+
+// jobRel is the job's directory relative to the state dir.
+func jobRel(id string) string { return "jobs/" + id }
+
+// fileSize is the size of the job's output.log (0 when it is gone, and
+// a link's own size were one there: it is never followed).
 func (s *Service) fileSize(id string) int64 {
-	fi, err := os.Stat(s.outputPath(id))
+	fi, err := os.Lstat(s.outputPath(id))
 	if err != nil {
 		return 0
 	}
@@ -129,7 +139,7 @@ func (s *Service) window(id, status string, exitCode *int, wp WaitParams, size i
 	if wp.Offset >= size {
 		return r, nil
 	}
-	f, err := os.Open(r.OutputPath)
+	f, err := s.openOutput(id)
 	if err != nil {
 		return nil, fmt.Errorf("open output of job %s: %w", id, err)
 	}
@@ -263,7 +273,7 @@ func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, erro
 	if size == 0 {
 		return r, nil
 	}
-	f, err := os.Open(r.OutputPath)
+	f, err := s.openOutput(id)
 	if err != nil {
 		return nil, fmt.Errorf("open output of job %s: %w", id, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/shellctl/shellctl/internal/jobstate"
 	"github.com/shellctl/shellctl/internal/proctree"
 	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/statedir"
 )
 
 // Reasons recorded for terminal states.
@@ -65,6 +66,7 @@ type Runner struct {
 
 	mu          sync.Mutex
 	conns       map[*proto.Conn]struct{}
+	sockConn    *proto.Conn // the one admitted through the socket file
 	pid         int
 	startedAt   time.Time
 	isolation   string
@@ -86,6 +88,8 @@ type Runner struct {
 	stage        *isolation.Stage // the process that becomes the job (prestart)
 	cwdHandle    *os.File         // the job's cwd and HOME, opened by the server
 	homeHandle   *os.File
+	jobDir       *statedir.Dir // the job's directory: its files are made beneath it
+	jobFDs       []int
 	master       *os.File // pty mode
 	ptyMaster    *os.File // the terminal made ahead (openTerminal)
 	ptySlave     *os.File
@@ -336,6 +340,14 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 	}
 	ch := make(chan got, 1)
 	go func() {
+		// The job's directory, cwd and HOME come first, as handles the
+		// server opened and checked (proto.SendWithFDs).
+		fds, err := ctl.RecvFDs(3)
+		if err != nil {
+			ch <- got{nil, err}
+			return
+		}
+		r.jobFDs = fds
 		m, err := ctl.Recv()
 		ch <- got{m, err}
 	}()
@@ -350,6 +362,9 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 	if err := json.Unmarshal(g.m.Spec, spec); err != nil {
 		return nil, fmt.Errorf("decode assigned spec: %w", err)
 	}
+	r.jobDir = statedir.FromFD(r.jobFDs[0], spec.Dir)
+	r.cwdHandle = os.NewFile(uintptr(r.jobFDs[1]), spec.Cwd)
+	r.homeHandle = os.NewFile(uintptr(r.jobFDs[2]), spec.Home)
 	return spec, nil
 }
 
@@ -538,13 +553,16 @@ func (r *Runner) terminate(reason string, grace time.Duration) {
 	}
 }
 
+// accept admits connections through the socket file one at a time: a
+// flood of connections costs the runner one small read buffer and one
+// admitTimeout at a time, never memory that grows with their number.
 func (r *Runner) accept() {
 	for {
 		c, err := r.ln.Accept()
 		if err != nil {
 			return
 		}
-		go r.admit(c)
+		r.admit(c)
 	}
 }
 
@@ -560,12 +578,18 @@ func sameKey(a, b string) bool {
 	return d == 0
 }
 
-// admitTimeout bounds how long an accepted connection may take to say hello.
-const admitTimeout = 5 * time.Second
+// admitTimeout bounds how long an accepted connection may take to say
+// hello (a server's hello is one write away when it connects).
+const admitTimeout = 2 * time.Second
 
 // admit lets a connection through the socket file in once its first message
 // is a hello with the job's control key; anything else is closed unanswered.
+//
+// At most proto.MaxHello bytes are read before the key is proven. One
+// admitted connection through the socket file is kept at a time (a
+// restarted server's): a newer one replaces it.
 func (r *Runner) admit(c *proto.Conn) {
+	c.SetMaxLine(proto.MaxHello)
 	c.SetDeadline(time.Now().Add(admitTimeout))
 	m, err := c.Recv()
 	c.SetDeadline(time.Time{})
@@ -574,9 +598,17 @@ func (r *Runner) admit(c *proto.Conn) {
 		c.Close()
 		return
 	}
+	c.SetMaxLine(1 << 62)
 	if err := c.Send(r.state()); err != nil {
 		c.Close()
 		return
+	}
+	r.mu.Lock()
+	old := r.sockConn
+	r.sockConn = c
+	r.mu.Unlock()
+	if old != nil {
+		r.dropConn(old)
 	}
 	r.addConn(c)
 }
@@ -591,6 +623,9 @@ func (r *Runner) addConn(c *proto.Conn) {
 func (r *Runner) dropConn(c *proto.Conn) {
 	r.mu.Lock()
 	delete(r.conns, c)
+	if r.sockConn == c {
+		r.sockConn = nil
+	}
 	r.mu.Unlock()
 	c.Close()
 }

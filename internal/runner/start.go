@@ -80,7 +80,6 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 }
 
 func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
-	s := r.spec
 	// The terminal made ahead is not this job's: the stage leaves the
 	// runner's session (so the job has no controlling terminal), and the
 	// terminal goes once the job is on its way.
@@ -118,7 +117,7 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	go func() {
 		defer close(errDone)
 		defer errR.Close()
-		errLog, err := os.OpenFile(filepath.Join(s.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		errLog, err := r.jobDir.Open(StderrFile, os.O_WRONLY|os.O_CREATE, 0o600)
 		if err != nil {
 			// Drain it anyway, or the job blocks on a full pipe.
 			r.log.Error("open stderr log", "err", err)
@@ -145,7 +144,9 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 // openOutput makes output.log for w, once the job was started.
 // Failing that, the job is ended: its output would have nowhere to go.
 func (r *Runner) openOutput(w *outWriter) error {
-	f, err := os.OpenFile(filepath.Join(r.spec.Dir, OutputFile), os.O_WRONLY|os.O_CREATE, 0o600)
+	// Made exclusively beneath the job's directory handle: nothing that
+	// is already there, a link least of all, is ever written through.
+	f, err := r.jobDir.Open(OutputFile, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		_ = r.tracker.Kill()
 		return fmt.Errorf("open output log: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
 	"github.com/shellctl/shellctl/internal/snapshot"
+	"github.com/shellctl/shellctl/internal/statedir"
 	"github.com/shellctl/shellctl/internal/store"
 )
 
@@ -103,14 +104,33 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if _, err := os.Stat(cfg.RunnerPath); err != nil {
 		return nil, fmt.Errorf("runner binary %s: %w", cfg.RunnerPath, err)
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("make state dir %s: %w", cfg.StateDir, err)
+	if err := statedir.Prepare(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	stateReal, err := statedir.Real(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	policy := isolation.PolicyFromEnv(cfg.Getenv)
+	// No job may reach the state dir: refuse one inside a path jobs are
+	// given to write (their Home and default cwd, the RW list, and any
+	// cwd a request may pick under --workspace-root).
+	writable := map[string]string{cfg.Home: "the server's $HOME (every job's default HOME and cwd)"}
+	if cfg.WorkspaceRoot != "" {
+		writable[cfg.WorkspaceRoot] = "--workspace-root"
+	}
+	if policy.Enabled {
+		for _, p := range policy.RW {
+			writable[p] = isolation.EnvLandlockRWPaths + " entry"
+		}
+	}
+	if err := statedir.CheckOutside(stateReal, writable); err != nil {
+		return nil, err
 	}
 	st, err := store.Open(ctx, cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	policy := isolation.PolicyFromEnv(cfg.Getenv)
 	svc, err := jobs.New(ctx, jobs.Config{
 		StateDir:           cfg.StateDir,
 		RunnerPath:         cfg.RunnerPath,

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,7 +61,7 @@ func Lock(dir string) (release func(), err error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("lock file %s is not a regular file (mode %#o): remove it", path, st.Mode)
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockExclusive(fd); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: %s is locked by another shellctl serve (%s): stop that server, or give this one its own --state-dir", ErrLocked, dir, holder(fd))
 		}
@@ -87,4 +88,29 @@ func holder(fd int) string {
 		return "pid " + s
 	}
 	return "pid not recorded yet"
+}
+
+// lockGone bounds how long Lock waits for a lock whose recorded holder is
+// dead: a server killed while it was starting a runner leaves the lock
+// held for a moment by the forked child, until that child's execve closes
+// the descriptor.
+const lockGone = 2 * time.Second
+
+// lockExclusive takes the lock, waiting (briefly) only while the process
+// recorded as its holder no longer exists.
+func lockExclusive(fd int) error {
+	deadline := time.Now().Add(lockGone)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		buf := make([]byte, 32)
+		n, _ := unix.Pread(fd, buf, 0)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(buf[:max(n, 0)])))
+		if perr != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

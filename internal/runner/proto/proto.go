@@ -81,6 +81,7 @@ type Conn struct {
 	r   *bufio.Reader
 	wmu sync.Mutex
 	enc *json.Encoder
+	max int // the longest message Recv takes (SetMaxLine)
 }
 
 // maxLine bounds one message. The longest are an assign, whose spec holds
@@ -95,8 +96,18 @@ const readBuffer = 4 << 10
 
 // NewConn wraps a connected socket.
 func NewConn(c Stream) *Conn {
-	return &Conn{c: c, r: bufio.NewReaderSize(c, readBuffer), enc: json.NewEncoder(c)}
+	return &Conn{c: c, r: bufio.NewReaderSize(c, readBuffer), enc: json.NewEncoder(c), max: maxLine}
 }
+
+// MaxHello is the most a runner reads from a connection through its
+// socket file before the connection has proven it holds the job's key: a
+// hello is well under it, and anything that may connect to the socket
+// (a job, were it ever to reach it) can make the runner hold no more.
+const MaxHello = 4 << 10
+
+// SetMaxLine sets the longest message Recv takes (at most the protocol's
+// own bound); a longer one is an error before more of it is held.
+func (c *Conn) SetMaxLine(n int) { c.max = min(n, maxLine) }
 
 // Send writes one message.
 func (c *Conn) Send(m *Msg) error {
@@ -114,10 +125,10 @@ func (c *Conn) Recv() (*Msg, error) {
 	var line []byte
 	for {
 		part, err := c.r.ReadSlice('\n')
-		line = append(line, part...)
-		if len(line) > maxLine {
-			return nil, fmt.Errorf("control message longer than %d bytes", maxLine)
+		if len(line)+len(part) > c.max {
+			return nil, fmt.Errorf("control message longer than %d bytes", c.max)
 		}
+		line = append(line, part...)
 		if err == bufio.ErrBufferFull {
 			continue
 		}
