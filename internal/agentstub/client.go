@@ -253,23 +253,50 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// statusError turns a non-2xx reply into an *Error: the envelope's code and
-// message when the body is one, else http_<status> with the raw body shortened.
+// statusError turns a non-2xx reply into an *Error. Both envelopes are
+// understood: FastAPI's {"detail": string | {"code","message"}} (what the
+// Agent Stub sends) and {"error":{"code","message"}}. A detail that is a
+// string is the message; an object gives its code and message (its raw JSON
+// when the message is empty); anything else (FastAPI's 422 list, a body that
+// is not JSON) leaves the raw body, shortened, as the message. The code is
+// http_<status> when the body names none.
 func statusError(status int, body []byte) *Error {
+	code, msg := fmt.Sprintf("http_%d", status), ""
 	var env struct {
-		Error *struct {
+		Detail json.RawMessage `json:"detail"`
+		Error  *struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(body, &env) == nil && env.Error != nil && env.Error.Code != "" {
-		return &Error{Status: status, Code: env.Error.Code, Message: Shorten([]byte(env.Error.Message))}
+	if json.Unmarshal(body, &env) == nil {
+		var text string
+		var obj struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		switch {
+		case len(env.Detail) > 0 && json.Unmarshal(env.Detail, &text) == nil:
+			msg = Shorten([]byte(text))
+		case len(env.Detail) > 0 && env.Detail[0] == '{' && json.Unmarshal(env.Detail, &obj) == nil:
+			if obj.Code != "" {
+				code = obj.Code
+			}
+			msg = Shorten([]byte(obj.Message))
+			if msg == "" {
+				msg = Shorten(env.Detail)
+			}
+		case env.Error != nil && env.Error.Code != "":
+			code, msg = env.Error.Code, Shorten([]byte(env.Error.Message))
+		}
 	}
-	msg := Shorten(body)
+	if msg == "" {
+		msg = Shorten(body)
+	}
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &Error{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
+	return &Error{Status: status, Code: code, Message: msg}
 }
 
 func malformed(body []byte, why string) *Error {

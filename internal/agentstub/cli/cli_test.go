@@ -47,7 +47,7 @@ func TestMainExitCodes(t *testing.T) {
 		return code, errb.String()
 	}
 	if code, msg := run("config", "manifest"); code != ExitFailed ||
-		msg != "dify-agent: read manifest: missing_env: DIFY_AGENT_STUB_API_BASE_URL is not set\n" {
+		msg != "dify-agent: read manifest: missing_env: missing required Agent Stub environment variables: DIFY_AGENT_STUB_API_BASE_URL, DIFY_AGENT_STUB_AUTH_JWE\n" {
 		t.Fatalf("missing env: %d %q", code, msg)
 	}
 	if code, _ := run("config", "manifest", "--nope"); code != ExitUsage {

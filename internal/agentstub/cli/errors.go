@@ -52,6 +52,8 @@ func fail(what string, err error) *failure {
 	case errors.As(err, &ae):
 		code, msg = ae.Code, ae.Message
 		switch {
+		case ae.Code == agentstub.CodeAuthExpired:
+			msg = agentstub.AuthExpiredText
 		case ae.Code == agentstub.CodeConfigReadOnly:
 			msg = "the configuration is read-only: only your own build draft can be changed, not a snapshot or a shared draft"
 		case ae.Status == 401:
