@@ -2,12 +2,12 @@ package fakestub
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"path"
-	"crypto/rand"
 	"net/url"
+	"path"
 
 	"github.com/shellctl/shellctl/internal/httperr"
 )

@@ -175,17 +175,29 @@ func (s *Server) getHome(w http.ResponseWriter, r *http.Request, ref string) {
 // hostileBuilders make the crafted archives of the "hostile" mode: each
 // adds its entries to tw; target is where an escaping symlink points.
 var hostileBuilders = map[string]func(tw *tar.Writer, target string){
-	"absolute":      func(tw *tar.Writer, _ string) { tarFile(tw, "/abs.txt", 0o644, "x") },
-	"dotdot":        func(tw *tar.Writer, _ string) { tarFile(tw, "../x", 0o644, "x") },
-	"inner-dotdot":  func(tw *tar.Writer, _ string) { tarFile(tw, "a/../b", 0o644, "x") },
-	"duplicate":     func(tw *tar.Writer, _ string) { tarFile(tw, "dup.txt", 0o644, "one"); tarFile(tw, "dup.txt", 0o644, "two") },
-	"hardlink":      func(tw *tar.Writer, _ string) { tarFile(tw, "a.txt", 0o644, "x"); tarEntry(tw, tar.TypeLink, "b.txt", "a.txt", 0o644) },
-	"hardlink-out":  func(tw *tar.Writer, _ string) { tarEntry(tw, tar.TypeLink, "passwd", "/etc/passwd", 0o644) },
-	"fifo":          func(tw *tar.Writer, _ string) { tarEntry(tw, tar.TypeFifo, "fifo", "", 0o644) },
-	"chardev":       func(tw *tar.Writer, _ string) { tarEntry(tw, tar.TypeChar, "null", "", 0o666) },
-	"setuid":        func(tw *tar.Writer, _ string) { tarFile(tw, "suid", 0o6755, "#!/bin/sh\n") },
-	"readonly-dir":  func(tw *tar.Writer, _ string) { tarEntry(tw, tar.TypeDir, "ro/", "", 0o555); tarFile(tw, "ro/child.txt", 0o644, "c") },
-	"symlink-write": func(tw *tar.Writer, t string) { tarEntry(tw, tar.TypeSymlink, "l", t, 0o777); tarFile(tw, "l/f", 0o644, "pwned") },
+	"absolute":     func(tw *tar.Writer, _ string) { tarFile(tw, "/abs.txt", 0o644, "x") },
+	"dotdot":       func(tw *tar.Writer, _ string) { tarFile(tw, "../x", 0o644, "x") },
+	"inner-dotdot": func(tw *tar.Writer, _ string) { tarFile(tw, "a/../b", 0o644, "x") },
+	"duplicate": func(tw *tar.Writer, _ string) {
+		tarFile(tw, "dup.txt", 0o644, "one")
+		tarFile(tw, "dup.txt", 0o644, "two")
+	},
+	"hardlink": func(tw *tar.Writer, _ string) {
+		tarFile(tw, "a.txt", 0o644, "x")
+		tarEntry(tw, tar.TypeLink, "b.txt", "a.txt", 0o644)
+	},
+	"hardlink-out": func(tw *tar.Writer, _ string) { tarEntry(tw, tar.TypeLink, "passwd", "/etc/passwd", 0o644) },
+	"fifo":         func(tw *tar.Writer, _ string) { tarEntry(tw, tar.TypeFifo, "fifo", "", 0o644) },
+	"chardev":      func(tw *tar.Writer, _ string) { tarEntry(tw, tar.TypeChar, "null", "", 0o666) },
+	"setuid":       func(tw *tar.Writer, _ string) { tarFile(tw, "suid", 0o6755, "#!/bin/sh\n") },
+	"readonly-dir": func(tw *tar.Writer, _ string) {
+		tarEntry(tw, tar.TypeDir, "ro/", "", 0o555)
+		tarFile(tw, "ro/child.txt", 0o644, "c")
+	},
+	"symlink-write": func(tw *tar.Writer, t string) {
+		tarEntry(tw, tar.TypeSymlink, "l", t, 0o777)
+		tarFile(tw, "l/f", 0o644, "pwned")
+	},
 }
 
 // HostileArchiveNames lists the fixtures of the "hostile" mode.
