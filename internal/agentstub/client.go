@@ -199,6 +199,25 @@ func (c *Client) Connect(ctx context.Context, argv []string, metadata map[string
 // API timeout. A 2xx reply must be JSON; it is decoded into out when out is
 // not nil, and returned raw either way.
 func (c *Client) api(ctx context.Context, method, path string, in, out any) (json.RawMessage, error) {
+	b, err := c.raw(ctx, method, path, in)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, malformed(b, "not JSON")
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return nil, malformed(b, "unexpected shape")
+		}
+	}
+	return json.RawMessage(b), nil
+}
+
+// raw sends one API request (path may carry a query) under the base URL
+// with the bearer token and the API timeout, and returns the body of a 2xx
+// reply as it came. Any other status is an *Error (see statusError).
+func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.APITimeout)
 	defer cancel()
 	var body io.Reader
@@ -230,15 +249,7 @@ func (c *Client) api(ctx context.Context, method, path string, in, out any) (jso
 	if resp.StatusCode/100 != 2 {
 		return nil, statusError(resp.StatusCode, b)
 	}
-	if !json.Valid(b) {
-		return nil, malformed(b, "not JSON")
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return nil, malformed(b, "unexpected shape")
-		}
-	}
-	return json.RawMessage(b), nil
+	return b, nil
 }
 
 // marshal encodes v as JSON without HTML escaping, so text such as "<tag>"
@@ -325,3 +336,7 @@ func netError(ctx context.Context, err error, timeoutMsg string, limit time.Dura
 	}
 	return &Error{Code: CodeConnectionFailed, Message: strings.TrimSpace(msg)}
 }
+
+// StatusError is the *Error of an HTTP answer with status and body, for
+// callers that read the body themselves (knowledge).
+func StatusError(status int, body []byte) *Error { return statusError(status, body) }
