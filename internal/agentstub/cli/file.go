@@ -295,4 +295,3 @@ func createUnique(dir, name string) (*os.File, string, error) {
 		}
 	}
 }
-
