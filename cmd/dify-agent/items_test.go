@@ -287,7 +287,7 @@ func TestDelete(t *testing.T) {
 	}
 	pushes := h.requests("/agent-stub/config/push")
 	if len(pushes) != 1 || string(pushes[0].Body) != `{"files":[{"name":"a","file_ref":null}]}` {
-		t.Fatalf("pushes = %q", pushes)
+		t.Fatalf("pushes = %+v", pushes)
 	}
 	h.run("", "config", "skills", "delete", "--json", "s").want(t, 0, `{"items":[{"name":"s"}]}`+"\n", "")
 }

@@ -163,6 +163,15 @@ func (s *Server) fileDownloadRequest(w http.ResponseWriter, r *http.Request, m m
 		return
 	}
 	out := map[string]any{"filename": up.filename, "mime_type": up.mimetype, "size": len(up.data)}
+	defer func() {
+		if s.mode("empty-filename") {
+			out["filename"] = ""
+		}
+		if s.mode("empty-download-url") {
+			out["download_url"] = ""
+		}
+		httperr.WriteJSON(w, http.StatusOK, out)
+	}()
 	if forFrontend {
 		// A display URL for the browser, relative to the Dify web app: the
 		// CLI passes it on and must never fetch it.
@@ -173,7 +182,6 @@ func (s *Server) fileDownloadRequest(w http.ResponseWriter, r *http.Request, m m
 		tok := s.issue(ticket{download: true, kind: "tool_file", name: id})
 		out["download_url"] = baseURL(r) + signedPrefix + "download/" + tok
 	}
-	httperr.WriteJSON(w, http.StatusOK, out)
 }
 
 func strictObjectRaw(raw json.RawMessage, required []string, optional ...string) (map[string]json.RawMessage, bool) {

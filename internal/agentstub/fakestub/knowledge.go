@@ -69,13 +69,15 @@ type knowledgeRun struct {
 func (s *Server) KnowledgeExecutions() int { s.mu.Lock(); defer s.mu.Unlock(); return s.kExecutions }
 
 // HoldKnowledge makes knowledge commands wait, once reserved (in flight),
-// until release is called.
-func (s *Server) HoldKnowledge() (release func()) {
+// until release is called; held receives the command_id of each run as it
+// starts waiting.
+func (s *Server) HoldKnowledge() (held <-chan string, release func()) {
 	ch := make(chan struct{})
+	h := make(chan string, 16)
 	s.mu.Lock()
-	s.kGate = ch
+	s.kGate, s.kHeld = ch, h
 	s.mu.Unlock()
-	return func() {
+	return h, func() {
 		s.mu.Lock()
 		if s.kGate == ch {
 			s.kGate = nil
@@ -289,7 +291,7 @@ func (s *Server) knowledgeCommand(w http.ResponseWriter, r *http.Request, body [
 		run = &knowledgeRun{}
 		s.knowledge[q.id] = run
 	}
-	gate := s.kGate
+	gate, held := s.kGate, s.kHeld
 	s.mu.Unlock()
 	if seen {
 		s.mu.Lock()
@@ -303,6 +305,10 @@ func (s *Server) knowledgeCommand(w http.ResponseWriter, r *http.Request, body [
 		return
 	}
 	if gate != nil {
+		select {
+		case held <- q.id:
+		default:
+		}
 		select {
 		case <-gate:
 		case <-r.Context().Done():

@@ -175,9 +175,16 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, body []byte) {
 	s.mu.Lock()
 	s.uploads[id] = upload{filename: part.FileName(), mimetype: mimetype, data: data}
 	s.mu.Unlock()
-	httperr.WriteJSON(w, http.StatusCreated, map[string]any{
-		"id": id, "reference": FileRef(id), "name": part.FileName(), "size": len(data), "mime_type": mimetype,
-	})
+	out := map[string]any{"id": id, "reference": FileRef(id), "name": part.FileName(), "size": len(data), "mime_type": mimetype}
+	switch {
+	case s.mode("upload-no-reference"):
+		delete(out, "reference")
+	case s.mode("upload-bad-reference"):
+		out["reference"] = "dify-file-ref:" + "eyJpZCI6MX0=" // {"id":1}: no record_id
+	case s.mode("upload-no-id"):
+		delete(out, "id")
+	}
+	httperr.WriteJSON(w, http.StatusCreated, out)
 }
 
 func (s *Server) uploadName(id string) string {

@@ -59,6 +59,7 @@ type Request struct {
 	Header        http.Header
 	Authorization string
 	ContentType   string
+	ContentLength int64 // -1 for a chunked body
 	// Body is the request body; for PUT /agent-stub/home-snapshots/archive it
 	// is left out (see HomeArchive and HomeBytesReceived).
 	Body []byte
@@ -108,6 +109,7 @@ type Server struct {
 	knowledge     map[string]*knowledgeRun // command_id -> run
 	kExecutions   int
 	kGate         chan struct{} // nil, or knowledge runs wait for it to close
+	kHeld         chan string   // receives the command_id of each run held at kGate
 	slowDelay     time.Duration
 	homes         map[string][]byte // snapshot ref -> archive
 	homeReceived  int64
@@ -240,6 +242,7 @@ func (s *Server) record(r *http.Request, body []byte) {
 		Path:          r.URL.Path,
 		RawQuery:      r.URL.RawQuery,
 		Header:        r.Header.Clone(),
+		ContentLength: r.ContentLength,
 		Authorization: r.Header.Get("Authorization"),
 		ContentType:   r.Header.Get("Content-Type"),
 		Body:          body,

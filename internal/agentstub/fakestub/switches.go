@@ -13,6 +13,12 @@ import (
 var switchNames = map[string]string{
 	// drive
 	"drive-gone": "404 for every /drive/* route, as the newest stub",
+	// file plane
+	"empty-download-url":   `download-request answers "download_url": ""`,
+	"empty-filename":       `download-request answers "filename": ""`,
+	"upload-no-reference":  "signed uploads answer without reference",
+	"upload-bad-reference": "signed uploads answer a reference that is not canonical",
+	"upload-no-id":         "signed uploads answer without id",
 	// envelope
 	"error-envelope": `errors of the new routes as {"error":{…}} instead of {"detail":…}`,
 	// knowledge
