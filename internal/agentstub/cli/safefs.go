@@ -50,8 +50,9 @@ func writeBeneath(root, rel string, fill func(*os.File) error) error {
 			return fmt.Errorf("create directory %s: %w", path.Join(parts[:i+1]...), err)
 		}
 		next, err := openDirBeneath(fd, dir)
+		link := err != nil && isSymlinkAt(fd, dir)
 		unix.Close(fd)
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		if link || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
 			return fmt.Errorf("open directory %s: refusing to follow a symlink", path.Join(parts[:i+1]...))
 		}
 		if err != nil {
@@ -84,4 +85,10 @@ func writeBeneath(root, rel string, fill func(*os.File) error) error {
 		return err
 	}
 	return nil
+}
+
+// isSymlinkAt reports whether name in dirfd is a symlink (not followed).
+func isSymlinkAt(dirfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
