@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -77,13 +78,16 @@ func (s *Server) HoldKnowledge() (held <-chan string, release func()) {
 	s.mu.Lock()
 	s.kGate, s.kHeld = ch, h
 	s.mu.Unlock()
+	var once sync.Once
 	return h, func() {
-		s.mu.Lock()
-		if s.kGate == ch {
-			s.kGate = nil
-		}
-		s.mu.Unlock()
-		close(ch)
+		once.Do(func() {
+			s.mu.Lock()
+			if s.kGate == ch {
+				s.kGate = nil
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
 	}
 }
 
