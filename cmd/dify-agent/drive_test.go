@@ -63,6 +63,12 @@ func TestDriveErrors(t *testing.T) {
 	h.mustMode()
 	h.stub.Fail("GET /drive/manifest", fakestub.ModeMalformed)
 	h.run("", "drive", "list").wantFail(t, "dify-agent: parse drive manifest: ")
+	// A reply that drips one byte per 100 ms runs into the API timeout.
+	h.stub.Fail("GET /drive/manifest", fakestub.ModeDrip)
+	h.env[agentstub.EnvTestAPITimeout] = "300ms"
+	h.run("", "drive", "list").want(t, 1, "", "dify-agent: agent stub drive manifest failed: timeout: no complete answer from the agent stub within 300ms\n")
+	h.stub.Fail("GET /drive/manifest", fakestub.ModeStall)
+	h.run("", "drive", "list").want(t, 1, "", "dify-agent: agent stub drive manifest failed: timeout: no answer from the agent stub within 300ms\n")
 	h.stub.Fail("GET /drive/manifest", fakestub.ModeNone)
 	h.env[agentstub.EnvToken] = "nope"
 	h.run("", "drive", "list").want(t, 1, "", "dify-agent: agent stub drive manifest failed (HTTP 401): invalid or missing Agent Stub authorization\n")

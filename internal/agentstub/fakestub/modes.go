@@ -113,3 +113,15 @@ func (s *Server) drip(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 	}
 }
+
+// answerLegacy answers a route of agent-cli.md with mode: its own modes in
+// the {"error":…} envelope, the generic faults of agent-cli-backend.md as
+// writeFault does.
+func (s *Server) answerLegacy(w http.ResponseWriter, r *http.Request, mode Mode) {
+	switch mode {
+	case ModeForbidden, ModeNotFound, ModeConflict, ModeUnprocessable, ModeBadGateway, ModeUnavailable, ModeDrip:
+		s.writeFault(w, r, mode)
+	default:
+		s.writeFailure(w, r, mode)
+	}
+}

@@ -48,7 +48,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m := s.failure(route, AllRoutes); m != ModeNone {
-		s.writeFailure(w, r, m)
+		s.answerLegacy(w, r, m)
 		return
 	}
 	s.mu.Lock()

@@ -122,10 +122,8 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request, targets []stri
 		serve(false)
 	case ModeMalformed:
 		serve(true)
-	case ModeForbidden, ModeNotFound, ModeConflict, ModeUnprocessable, ModeBadGateway, ModeUnavailable, ModeDrip:
-		s.writeFault(w, r, m)
 	default:
-		s.writeFailure(w, r, m)
+		s.answerLegacy(w, r, m)
 	}
 }
 
