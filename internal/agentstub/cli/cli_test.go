@@ -89,3 +89,36 @@ func TestTransfersInProcess(t *testing.T) {
 		t.Fatalf("pull: %d %q %q", code, out, errs)
 	}
 }
+
+// home-snapshot upload (a producer goroutine and a pipe) and download run
+// in-process, so that -race sees them.
+func TestHomeSnapshotInProcess(t *testing.T) {
+	stub := fakestub.New("tok")
+	srv := httptest.NewServer(stub)
+	t.Cleanup(func() { stub.Close(); srv.Close() })
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(src+"/a.txt", []byte(strings.Repeat("a", 3<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(home, token string, args ...string) (int, string) {
+		env := map[string]string{agentstub.EnvBaseURL: srv.URL, agentstub.EnvToken: token, "HOME": home}
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), args, strings.NewReader(""), &out, &errb, func(k string) string { return env[k] })
+		return code, errb.String()
+	}
+	if code, msg := run(src, fakestub.TokenHomeWrite, "home-snapshot", "upload"); code != 0 {
+		t.Fatalf("upload: %d %s", code, msg)
+	}
+	if code, msg := run(dst, fakestub.TokenHomeRead, "home-snapshot", "download"); code != 0 {
+		t.Fatalf("download: %d %s", code, msg)
+	}
+	if b, err := os.ReadFile(dst + "/a.txt"); err != nil || len(b) != 3<<20 {
+		t.Fatalf("restored: %d %v", len(b), err)
+	}
+	// A failing upload joins its producer and reports the gateway's error.
+	stub.SetMode("store-fail-mid")
+	stub.SetPurposeToken("w2", fakestub.ScopeHomeWrite, "snap-2")
+	if code, msg := run(src, "w2", "home-snapshot", "upload"); code != 1 || !strings.HasPrefix(msg, "dify-agent: agent stub Home Snapshot upload failed") {
+		t.Fatalf("failing upload: %d %q", code, msg)
+	}
+}
