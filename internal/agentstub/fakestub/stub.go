@@ -1,7 +1,9 @@
 // Package fakestub is an in-memory Agent Stub for tests: the routes of
-// shared/spec/agent-cli.md under /agent-stub, a bearer-token check, one-time
-// signed URLs for uploads and downloads, and failure modes that can be
-// switched per route. It records every request for assertions.
+// shared/spec/agent-cli.md and shared/spec/agent-cli-backend.md (file plane,
+// drive, knowledge, Home Snapshot gateway) under /agent-stub, the tokens of
+// the latter (run, expired, purpose), one-time signed URLs for uploads and
+// downloads, and failure modes switched per route (Fail) or by name
+// (SetMode). It records every request for assertions.
 package fakestub
 
 import (
