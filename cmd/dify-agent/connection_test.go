@@ -46,7 +46,7 @@ func TestBaseURLInvalidNamesVariable(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		h.env[agentstub.EnvBaseURL] = ""
 		h.run("", "config", "manifest").want(t, 1, "",
-			"dify-agent: read manifest: missing_env: DIFY_AGENT_STUB_API_BASE_URL is not set\n")
+			"dify-agent: read manifest: missing_env: missing required Agent Stub environment variables: DIFY_AGENT_STUB_API_BASE_URL\n")
 	})
 }
 
@@ -62,7 +62,7 @@ func TestMissingTokenFailsBeforeAnyRequest(t *testing.T) {
 	} {
 		r := h.run("", args...)
 		r.wantFail(t, "dify-agent: ")
-		if !strings.HasSuffix(r.stderr, ": missing_env: DIFY_AGENT_STUB_AUTH_JWE is not set\n") {
+		if !strings.HasSuffix(r.stderr, ": missing_env: missing required Agent Stub environment variables: DIFY_AGENT_STUB_AUTH_JWE\n") {
 			t.Fatalf("%q: stderr = %q", args, r.stderr)
 		}
 	}

@@ -141,3 +141,11 @@ func TestJSONFailureKeepsStdoutClean(t *testing.T) {
 	h.run("", "config", "manifest", "--json").want(t, 1, "",
 		"dify-agent: read manifest: internal_error: the fake stub was told to fail\n")
 }
+
+// The configuration commands understand the expired-token detail too.
+func TestConfigExpiredToken(t *testing.T) {
+	h := newHarness(t)
+	h.env[agentstub.EnvToken] = fakestub.TokenExpired
+	h.run("", "config", "prompt", "pull").want(t, 1, "",
+		"dify-agent: pull prompt: agent_stub_authorization_expired: "+agentstub.AuthExpiredText+"\n")
+}

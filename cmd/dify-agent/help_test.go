@@ -14,43 +14,39 @@ var update = flag.Bool("update", false, "rewrite testdata/help/*.txt")
 
 const helpDumpFile = "../../docs/dify-agent-cli-help.json"
 
-type helpNode struct {
-	Name     string      `json:"name"`
-	Usage    string      `json:"usage"`
-	Short    string      `json:"short"`
-	Commands []*helpNode `json:"commands"`
-}
-
-// commandPaths returns the argv (without "dify-agent") of every command.
-func commandPaths(t *testing.T) [][]string {
+// helpDump runs __dump-cli-help and decodes it: command path -> --help.
+func helpDump(t *testing.T) (map[string]string, string) {
 	t.Helper()
 	r := runBin(t, t.TempDir(), nil, strings.NewReader(""), "__dump-cli-help")
 	if r.code != 0 {
 		t.Fatalf("__dump-cli-help: exit %d: %s", r.code, r.stderr)
 	}
-	var root helpNode
-	if err := json.Unmarshal([]byte(r.stdout), &root); err != nil {
+	var dump map[string]string
+	if err := json.Unmarshal([]byte(r.stdout), &dump); err != nil {
 		t.Fatal(err)
 	}
+	return dump, r.stdout
+}
+
+// commandPaths returns the argv (without "dify-agent") of every command.
+func commandPaths(t *testing.T) [][]string {
+	t.Helper()
+	dump, _ := helpDump(t)
 	var paths [][]string
-	var walk func(n *helpNode, path []string)
-	walk = func(n *helpNode, path []string) {
-		paths = append(paths, path)
-		if len(n.Short) > 100 || strings.Contains(n.Short, "\n") {
-			t.Errorf("%q: short help is not one short line: %q", path, n.Short)
+	for k := range dump {
+		if k == "" {
+			paths = append(paths, nil)
+			continue
 		}
-		for _, c := range n.Commands {
-			walk(c, append(append([]string(nil), path...), c.Name))
-		}
+		paths = append(paths, strings.Split(k, " "))
 	}
-	walk(&root, nil)
 	return paths
 }
 
 // The help of every command is exact: it is shown to a model.
 func TestHelpGolden(t *testing.T) {
 	paths := commandPaths(t)
-	if len(paths) < 20 {
+	if len(paths) < 42 {
 		t.Fatalf("only %d commands in the dump", len(paths))
 	}
 	dir := filepath.Join("testdata", "help")
@@ -118,5 +114,43 @@ func TestHelpDumpFileIsCurrent(t *testing.T) {
 	}
 	if string(got) != r.stdout {
 		t.Fatalf("docs/dify-agent-cli-help.json is out of date: run `make gen-cli-help`")
+	}
+}
+
+// The dump is the original's format: each key a command path, each value
+// exactly what "dify-agent PATH --help" prints without trailing newlines;
+// keys sorted, two-space indent, a final newline. Hidden commands are not
+// in it, so the model never sees home-snapshot.
+func TestHelpDumpFormat(t *testing.T) {
+	dump, raw := helpDump(t)
+	for k, v := range dump {
+		args := []string{"--help"}
+		if k != "" {
+			args = append(strings.Split(k, " "), "--help")
+		}
+		r := runBin(t, t.TempDir(), nil, strings.NewReader(""), args...)
+		if want := strings.TrimRight(r.stdout, "\n"); v != want {
+			t.Errorf("dump[%q] = %q, want %q", k, v, want)
+		}
+	}
+	for _, k := range []string{"file upload", "file download", "file public-url", "drive list", "drive pull",
+		"drive push", "knowledge", "knowledge search", "knowledge image", "config prompt pull"} {
+		if _, ok := dump[k]; !ok {
+			t.Errorf("dump has no %q", k)
+		}
+	}
+	for k := range dump {
+		if strings.HasPrefix(k, "home-snapshot") || strings.HasPrefix(k, "__") || k == "help" ||
+			strings.Contains(dump[k], "home-snapshot") || strings.Contains(dump[k], "--exclude") {
+			t.Errorf("hidden command in the dump: %q", k)
+		}
+	}
+	if !strings.HasPrefix(raw, "{\n  \"\": ") || !strings.HasSuffix(raw, "\"\n}\n") {
+		t.Errorf("dump is not an indented object ending in a newline: %.40q ... %q", raw, raw[len(raw)-10:])
+	}
+	// The hidden group still works when asked for by name.
+	if r := runBin(t, t.TempDir(), nil, strings.NewReader(""), "home-snapshot", "--help"); r.code != 0 ||
+		!strings.Contains(r.stdout, "upload") {
+		t.Errorf("home-snapshot --help: exit %d %q", r.code, r.stdout)
 	}
 }

@@ -190,8 +190,10 @@ func TestFilesPush(t *testing.T) {
 	if got, _ := h.stub.File("b.bin"); !bytes.Equal(got, []byte{0, 1, 2, 0xff}) {
 		t.Fatalf("b.bin = %q", got)
 	}
-	if fn, mt, _ := h.stub.UploadedFile("file-1"); fn != "a.txt" && fn != "b.bin" || mt == "" {
-		t.Fatalf("upload file-1: %q %q", fn, mt)
+	if ids := h.stub.UploadIDs(); len(ids) != 2 {
+		t.Fatalf("uploads = %q", ids)
+	} else if fn, mt, _ := h.stub.UploadedFile(ids[0]); fn != "a.txt" && fn != "b.bin" || mt == "" {
+		t.Fatalf("upload %s: %q %q", ids[0], fn, mt)
 	}
 	var ups []fakestub.Request
 	for _, r := range h.requests("/agent-stub/files/upload-request") {
@@ -227,7 +229,11 @@ func TestSkillsPushRoundTrip(t *testing.T) {
 		"pushed skill myskill\n",
 		"dify-agent: push skill noskill: invalid_skill: src/noskill has no SKILL.md\n"+
 			"dify-agent: push skill missing: file_not_found: stat src/missing: no such file or directory\n")
-	if fn, mt, ok := h.stub.UploadedFile("file-1"); !ok || fn != "myskill.zip" || mt != "application/zip" {
+	ids := h.stub.UploadIDs()
+	if len(ids) != 1 {
+		t.Fatalf("uploads = %q", ids)
+	}
+	if fn, mt, ok := h.stub.UploadedFile(ids[0]); !ok || fn != "myskill.zip" || mt != "application/zip" {
 		t.Fatalf("upload = %q %q %v", fn, mt, ok)
 	}
 	// Pull it back: the same files.
@@ -281,7 +287,7 @@ func TestDelete(t *testing.T) {
 	}
 	pushes := h.requests("/agent-stub/config/push")
 	if len(pushes) != 1 || string(pushes[0].Body) != `{"files":[{"name":"a","file_ref":null}]}` {
-		t.Fatalf("pushes = %q", pushes)
+		t.Fatalf("pushes = %+v", pushes)
 	}
 	h.run("", "config", "skills", "delete", "--json", "s").want(t, 0, `{"items":[{"name":"s"}]}`+"\n", "")
 }

@@ -199,6 +199,25 @@ func (c *Client) Connect(ctx context.Context, argv []string, metadata map[string
 // API timeout. A 2xx reply must be JSON; it is decoded into out when out is
 // not nil, and returned raw either way.
 func (c *Client) api(ctx context.Context, method, path string, in, out any) (json.RawMessage, error) {
+	b, err := c.raw(ctx, method, path, in)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, malformed(b, "not JSON")
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return nil, malformed(b, "unexpected shape")
+		}
+	}
+	return json.RawMessage(b), nil
+}
+
+// raw sends one API request (path may carry a query) under the base URL
+// with the bearer token and the API timeout, and returns the body of a 2xx
+// reply as it came. Any other status is an *Error (see statusError).
+func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.APITimeout)
 	defer cancel()
 	var body io.Reader
@@ -230,15 +249,7 @@ func (c *Client) api(ctx context.Context, method, path string, in, out any) (jso
 	if resp.StatusCode/100 != 2 {
 		return nil, statusError(resp.StatusCode, b)
 	}
-	if !json.Valid(b) {
-		return nil, malformed(b, "not JSON")
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return nil, malformed(b, "unexpected shape")
-		}
-	}
-	return json.RawMessage(b), nil
+	return b, nil
 }
 
 // marshal encodes v as JSON without HTML escaping, so text such as "<tag>"
@@ -253,23 +264,50 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// statusError turns a non-2xx reply into an *Error: the envelope's code and
-// message when the body is one, else http_<status> with the raw body shortened.
+// statusError turns a non-2xx reply into an *Error. Both envelopes are
+// understood: FastAPI's {"detail": string | {"code","message"}} (what the
+// Agent Stub sends) and {"error":{"code","message"}}. A detail that is a
+// string is the message; an object gives its code and message (its raw JSON
+// when the message is empty); anything else (FastAPI's 422 list, a body that
+// is not JSON) leaves the raw body, shortened, as the message. The code is
+// http_<status> when the body names none.
 func statusError(status int, body []byte) *Error {
+	code, msg := fmt.Sprintf("http_%d", status), ""
 	var env struct {
-		Error *struct {
+		Detail json.RawMessage `json:"detail"`
+		Error  *struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(body, &env) == nil && env.Error != nil && env.Error.Code != "" {
-		return &Error{Status: status, Code: env.Error.Code, Message: Shorten([]byte(env.Error.Message))}
+	if json.Unmarshal(body, &env) == nil {
+		var text string
+		var obj struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		switch {
+		case len(env.Detail) > 0 && json.Unmarshal(env.Detail, &text) == nil:
+			msg = Shorten([]byte(text))
+		case len(env.Detail) > 0 && env.Detail[0] == '{' && json.Unmarshal(env.Detail, &obj) == nil:
+			if obj.Code != "" {
+				code = obj.Code
+			}
+			msg = Shorten([]byte(obj.Message))
+			if msg == "" {
+				msg = Shorten(env.Detail)
+			}
+		case env.Error != nil && env.Error.Code != "":
+			code, msg = env.Error.Code, Shorten([]byte(env.Error.Message))
+		}
 	}
-	msg := Shorten(body)
+	if msg == "" {
+		msg = Shorten(body)
+	}
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &Error{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
+	return &Error{Status: status, Code: code, Message: msg}
 }
 
 func malformed(body []byte, why string) *Error {
@@ -298,3 +336,7 @@ func netError(ctx context.Context, err error, timeoutMsg string, limit time.Dura
 	}
 	return &Error{Code: CodeConnectionFailed, Message: strings.TrimSpace(msg)}
 }
+
+// StatusError is the *Error of an HTTP answer with status and body, for
+// callers that read the body themselves (knowledge).
+func StatusError(status int, body []byte) *Error { return statusError(status, body) }

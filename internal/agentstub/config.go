@@ -2,6 +2,7 @@ package agentstub
 
 import (
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,9 @@ const (
 	// DefaultTransferTimeout bounds one signed-URL upload or download, body
 	// included; skill archives and files may be megabytes on a slow link.
 	DefaultTransferTimeout = 120 * time.Second
+	// DefaultUploadTimeout bounds one signed upload of `file upload` and
+	// `drive push`: 180 s as in the original CLI (agent-cli-backend.md).
+	DefaultUploadTimeout = 180 * time.Second
 )
 
 // basePath is the path every API route hangs under.
@@ -35,29 +39,36 @@ type Config struct {
 	Token           string
 	APITimeout      time.Duration
 	TransferTimeout time.Duration
+	UploadTimeout   time.Duration // signed uploads of file upload and drive push
 }
 
 // ConfigFromEnv reads the connection settings through getenv (os.Getenv in
-// the CLI). It fails, naming the variable, when one is missing or malformed.
+// the CLI). Both values are trimmed. It fails, naming every missing
+// variable, or the malformed one, before any request is made.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	cfg := Config{APITimeout: DefaultAPITimeout, TransferTimeout: DefaultTransferTimeout}
-	raw := getenv(EnvBaseURL)
+	cfg := Config{APITimeout: DefaultAPITimeout, TransferTimeout: DefaultTransferTimeout, UploadTimeout: DefaultUploadTimeout}
+	raw := strings.TrimSpace(getenv(EnvBaseURL))
+	cfg.Token = strings.TrimSpace(getenv(EnvToken))
+	var missing []string
 	if raw == "" {
-		return Config{}, errorf(CodeMissingEnv, "%s is not set", EnvBaseURL)
+		missing = append(missing, EnvBaseURL)
+	}
+	if cfg.Token == "" {
+		missing = append(missing, EnvToken)
+	}
+	if len(missing) > 0 {
+		return Config{}, errorf(CodeMissingEnv, "missing required Agent Stub environment variables: %s", strings.Join(missing, ", "))
 	}
 	base, err := NormalizeBaseURL(raw)
 	if err != nil {
 		return Config{}, err
 	}
 	cfg.BaseURL = base
-	cfg.Token = getenv(EnvToken)
-	if cfg.Token == "" {
-		return Config{}, errorf(CodeMissingEnv, "%s is not set", EnvToken)
-	}
 	for _, o := range []struct {
 		name string
-		dst  *time.Duration
-	}{{EnvTestAPITimeout, &cfg.APITimeout}, {EnvTestTransferTimeout, &cfg.TransferTimeout}} {
+		dst  []*time.Duration
+	}{{EnvTestAPITimeout, []*time.Duration{&cfg.APITimeout}},
+		{EnvTestTransferTimeout, []*time.Duration{&cfg.TransferTimeout, &cfg.UploadTimeout}}} {
 		v := getenv(o.name)
 		if v == "" {
 			continue
@@ -66,7 +77,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if err != nil || d <= 0 {
 			return Config{}, errorf(CodeInvalidEnv, "%s must be a positive duration, got %q", o.name, v)
 		}
-		*o.dst = d
+		for _, dst := range o.dst {
+			*dst = d
+		}
 	}
 	return cfg, nil
 }
@@ -82,6 +95,11 @@ func NormalizeBaseURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", bad("is not a URL")
+	}
+	if u.Scheme == "grpc" {
+		// The original's older line had a gRPC transport for three calls;
+		// the current Agent Stub is HTTP only, and so is this CLI.
+		return "", errorf(CodeInvalidEnv, "%s uses grpc://, which this CLI does not support: set it to the HTTP URL of the Agent Stub (http(s)://HOST[:PORT][/agent-stub]), got %q", EnvBaseURL, raw)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return "", bad("must use http or https")

@@ -41,7 +41,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{BaseURL: "http://h/agent-stub", Token: "tok", APITimeout: 30 * time.Second, TransferTimeout: 120 * time.Second}
+	want := Config{BaseURL: "http://h/agent-stub", Token: "tok", APITimeout: 30 * time.Second, TransferTimeout: 120 * time.Second, UploadTimeout: 180 * time.Second}
 	if cfg != want {
 		t.Fatalf("cfg = %+v, want %+v", cfg, want)
 	}
@@ -50,12 +50,20 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil || cfg.APITimeout != 250*time.Millisecond || cfg.TransferTimeout != 2*time.Second {
 		t.Fatalf("cfg = %+v, %v", cfg, err)
 	}
+	// Both values are trimmed, as the original does.
+	cfg, err = ConfigFromEnv(env(map[string]string{EnvBaseURL: " http://h/agent-stub\n", EnvToken: "\ttok "}))
+	if err != nil || cfg.BaseURL != "http://h/agent-stub" || cfg.Token != "tok" {
+		t.Fatalf("trimmed cfg = %+v, %v", cfg, err)
+	}
 	for _, c := range []struct {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{EnvToken: "t"}, "missing_env: DIFY_AGENT_STUB_API_BASE_URL is not set"},
-		{map[string]string{EnvBaseURL: "http://h"}, "missing_env: DIFY_AGENT_STUB_AUTH_JWE is not set"},
+		{map[string]string{EnvToken: "t"}, "missing_env: missing required Agent Stub environment variables: DIFY_AGENT_STUB_API_BASE_URL"},
+		{map[string]string{EnvBaseURL: "http://h", EnvToken: "  "}, "missing_env: missing required Agent Stub environment variables: DIFY_AGENT_STUB_AUTH_JWE"},
+		{map[string]string{EnvBaseURL: " "}, "missing_env: missing required Agent Stub environment variables: DIFY_AGENT_STUB_API_BASE_URL, DIFY_AGENT_STUB_AUTH_JWE"},
+		{map[string]string{EnvBaseURL: "grpc://h:9000", EnvToken: "t"},
+			`invalid_env: DIFY_AGENT_STUB_API_BASE_URL uses grpc://, which this CLI does not support: set it to the HTTP URL of the Agent Stub (http(s)://HOST[:PORT][/agent-stub]), got "grpc://h:9000"`},
 		{map[string]string{EnvBaseURL: "http://h", EnvToken: "t", EnvTestAPITimeout: "soon"},
 			`invalid_env: DIFY_AGENT_TEST_API_TIMEOUT must be a positive duration, got "soon"`},
 		{map[string]string{EnvBaseURL: "http://h", EnvToken: "t", EnvTestTransferTimeout: "-1s"},

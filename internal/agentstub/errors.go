@@ -18,7 +18,31 @@ const (
 	CodeBadResponse      = "bad_response"      // a 2xx reply that is not the JSON we expect
 	CodeTransferFailed   = "transfer_failed"   // a signed-URL transfer failed
 	CodeConfigReadOnly   = "config_read_only"  // backend code for snapshot / shared-draft configs
+	// CodeAuthExpired is the Agent Stub's code for a token past its 300 s.
+	CodeAuthExpired = "agent_stub_authorization_expired"
 )
+
+// AuthExpiredText is what the CLI says for CodeAuthExpired instead of the
+// server's message: the token of this shell call cannot be renewed.
+const AuthExpiredText = "Agent Stub authorization expired after 5 minutes; the authorization in this process " +
+	"will not refresh automatically; start a new shell tool call and retry the command"
+
+// StubText is err as the commands of agent-cli-backend.md report an Agent
+// Stub failure: "HTTP <status>: <message>" for an HTTP answer (the expiry
+// text for CodeAuthExpired), the message alone for anything else.
+func StubText(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	if e.Status == 0 {
+		return e.Message
+	}
+	if e.Code == CodeAuthExpired {
+		return fmt.Sprintf("HTTP %d: %s", e.Status, AuthExpiredText)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
+}
 
 // rawBodyLimit bounds how much of a non-envelope body ends up in an error
 // message: enough to recognise an HTML error page or a proxy message, short

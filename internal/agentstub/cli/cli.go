@@ -55,7 +55,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	var f *failure
 	var fs failures
+	var p *plainError
 	switch {
+	case errors.As(err, &p):
+		fmt.Fprintln(stderr, p.Error())
+		return ExitFailed
 	case errors.As(err, &fs):
 		fmt.Fprintln(stderr, fs.Error())
 		return ExitFailed
@@ -92,17 +96,17 @@ const helpTemplate = `{{with or .Long .Short}}{{trimTrailingWhitespaces .}}{{end
 Usage: {{.UseLine}}{{if .HasAvailableSubCommands}}
 
 Commands:{{range .Commands}}{{if .IsAvailableCommand}}
-  {{rpad .Name 9}} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+  {{rpad .Name (namePad $)}} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
 
 Flags:
-{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+{{.LocalFlags.FlagUsagesWrapped 100 | trimTrailingWhitespaces}}{{end}}
 `
 
 func (a *app) newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   rootName + " COMMAND",
 		Short: "The agent's CLI to its backend, the Agent Stub",
-		Long: `dify-agent reads and changes this agent's configuration on its backend.
+		Long: `dify-agent talks to this agent's backend: configuration, files, drive, knowledge.
 An unknown first word runs connect with all arguments.
 Needs DIFY_AGENT_STUB_API_BASE_URL and DIFY_AGENT_STUB_AUTH_JWE.
 Exit status: 0 ok, 1 failed (one line per failure on stderr), 2 usage error.`,
@@ -112,11 +116,13 @@ Exit status: 0 ok, 1 failed (one line per failure on stderr), 2 usage error.`,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		RunE:              showHelp,
 	}
+	cobra.AddTemplateFunc("namePad", namePad)
 	root.SetHelpTemplate(helpTemplate)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{path: c.CommandPath(), msg: err.Error()}
 	})
-	root.AddCommand(a.configCmd(), a.connectCmd(), a.dumpHelpCmd())
+	root.AddCommand(a.configCmd(), a.connectCmd(), a.fileCmd(), a.driveCmd(), a.knowledgeCmd(),
+		a.homeSnapshotCmd(), a.dumpHelpCmd())
 	finish(root)
 	return root
 }
@@ -174,4 +180,30 @@ func (a *app) client(what string) (*agentstub.Client, error) {
 		return nil, fail(what, err)
 	}
 	return c, nil
+}
+
+// backend reads the connection settings for a command of
+// agent-cli-backend.md; failures use its plain form.
+func (a *app) backend() (*agentstub.Client, error) {
+	cfg, err := agentstub.ConfigFromEnv(a.getenv)
+	if err != nil {
+		return nil, envFail(err)
+	}
+	c, err := agentstub.New(cfg)
+	if err != nil {
+		return nil, envFail(err)
+	}
+	return c, nil
+}
+
+// namePad is the width of the subcommand names in c's help: the longest
+// name of an available subcommand, and at least 9.
+func namePad(c *cobra.Command) int {
+	n := 9
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() && len(sub.Name()) > n {
+			n = len(sub.Name())
+		}
+	}
+	return n
 }

@@ -47,7 +47,7 @@ func TestMainExitCodes(t *testing.T) {
 		return code, errb.String()
 	}
 	if code, msg := run("config", "manifest"); code != ExitFailed ||
-		msg != "dify-agent: read manifest: missing_env: DIFY_AGENT_STUB_API_BASE_URL is not set\n" {
+		msg != "dify-agent: read manifest: missing_env: missing required Agent Stub environment variables: DIFY_AGENT_STUB_API_BASE_URL, DIFY_AGENT_STUB_AUTH_JWE\n" {
 		t.Fatalf("missing env: %d %q", code, msg)
 	}
 	if code, _ := run("config", "manifest", "--nope"); code != ExitUsage {
@@ -87,5 +87,38 @@ func TestTransfersInProcess(t *testing.T) {
 	code, out, errs = run("config", "files", "pull", "--json")
 	if code != ExitOK || errs != "" || strings.Count(out, `"path"`) != 7 {
 		t.Fatalf("pull: %d %q %q", code, out, errs)
+	}
+}
+
+// home-snapshot upload (a producer goroutine and a pipe) and download run
+// in-process, so that -race sees them.
+func TestHomeSnapshotInProcess(t *testing.T) {
+	stub := fakestub.New("tok")
+	srv := httptest.NewServer(stub)
+	t.Cleanup(func() { stub.Close(); srv.Close() })
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(src+"/a.txt", []byte(strings.Repeat("a", 3<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(home, token string, args ...string) (int, string) {
+		env := map[string]string{agentstub.EnvBaseURL: srv.URL, agentstub.EnvToken: token, "HOME": home}
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), args, strings.NewReader(""), &out, &errb, func(k string) string { return env[k] })
+		return code, errb.String()
+	}
+	if code, msg := run(src, fakestub.TokenHomeWrite, "home-snapshot", "upload"); code != 0 {
+		t.Fatalf("upload: %d %s", code, msg)
+	}
+	if code, msg := run(dst, fakestub.TokenHomeRead, "home-snapshot", "download"); code != 0 {
+		t.Fatalf("download: %d %s", code, msg)
+	}
+	if b, err := os.ReadFile(dst + "/a.txt"); err != nil || len(b) != 3<<20 {
+		t.Fatalf("restored: %d %v", len(b), err)
+	}
+	// A failing upload joins its producer and reports the gateway's error.
+	stub.SetMode("store-fail-mid")
+	stub.SetPurposeToken("w2", fakestub.ScopeHomeWrite, "snap-2")
+	if code, msg := run(src, "w2", "home-snapshot", "upload"); code != 1 || !strings.HasPrefix(msg, "dify-agent: agent stub Home Snapshot upload failed") {
+		t.Fatalf("failing upload: %d %q", code, msg)
 	}
 }

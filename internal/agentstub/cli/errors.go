@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 
@@ -52,6 +53,8 @@ func fail(what string, err error) *failure {
 	case errors.As(err, &ae):
 		code, msg = ae.Code, ae.Message
 		switch {
+		case ae.Code == agentstub.CodeAuthExpired:
+			msg = agentstub.AuthExpiredText
 		case ae.Code == agentstub.CodeConfigReadOnly:
 			msg = "the configuration is read-only: only your own build draft can be changed, not a snapshot or a shared draft"
 		case ae.Status == 401:
@@ -77,4 +80,26 @@ func (u *usageError) Error() string {
 		prefix += what + ": "
 	}
 	return prefix + "usage: " + oneLine(u.msg) + "; see '" + u.path + " --help'"
+}
+
+// plainError is a failure of the commands of agent-cli-backend.md, printed
+// as "dify-agent: <message>" (the original's form), exit status 1.
+type plainError struct{ msg string }
+
+func (p *plainError) Error() string { return "dify-agent: " + oneLine(p.msg) }
+
+func plainf(format string, args ...any) error { return &plainError{msg: fmt.Sprintf(format, args...)} }
+
+// stubFail reports an Agent Stub failure of a step: "<step>: HTTP <n>: …".
+func stubFail(step string, err error) error {
+	return &plainError{msg: step + ": " + agentstub.StubText(err)}
+}
+
+// envFail reports a missing or malformed connection variable.
+func envFail(err error) error {
+	var ae *agentstub.Error
+	if errors.As(err, &ae) {
+		return &plainError{msg: ae.Message}
+	}
+	return &plainError{msg: err.Error()}
 }

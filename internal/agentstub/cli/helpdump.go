@@ -3,49 +3,67 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// dumpHelpName is the hidden command that prints the command tree as JSON
-// for docs/dify-agent-cli-help.json (make gen-cli-help).
+// dumpHelpName is the hidden command that prints every command's help as
+// JSON for docs/dify-agent-cli-help.json (make gen-cli-help).
 const dumpHelpName = "__dump-cli-help"
-
-// helpNode is one command in the dump: its usage line and short help.
-type helpNode struct {
-	Name     string      `json:"name"`
-	Usage    string      `json:"usage"`
-	Short    string      `json:"short"`
-	Commands []*helpNode `json:"commands,omitempty"`
-}
 
 func (a *app) dumpHelpCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    dumpHelpName,
-		Short:  "Print the command tree with usage and short help as JSON",
+		Short:  "Print the help of every command as JSON",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(helpTree(cmd.Root())); err != nil {
-				return err
-			}
-			_, err := a.stdout.Write(buf.Bytes())
-			return err
+			return a.printDump(helpDump(cmd.Root()))
 		},
 	}
 }
 
-// helpTree walks the available commands (not hidden ones, not "help").
-func helpTree(c *cobra.Command) *helpNode {
-	n := &helpNode{Name: c.Name(), Usage: c.UseLine(), Short: c.Short}
-	for _, sub := range c.Commands() {
-		if sub.IsAvailableCommand() {
-			n.Commands = append(n.Commands, helpTree(sub))
+// printDump writes the dump as the original does: one JSON object, keys
+// sorted, indented by two spaces, ending in a newline.
+func (a *app) printDump(dump map[string]string) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(dump); err != nil {
+		return err
+	}
+	_, err := a.stdout.Write(buf.Bytes())
+	return err
+}
+
+// helpDump maps the path of every available command (space-joined, without
+// "dify-agent"; the root is "") to its full --help text, trailing newlines
+// trimmed. Hidden commands (home-snapshot, this one) and "help" are left
+// out, as are their subcommands.
+func helpDump(root *cobra.Command) map[string]string {
+	out := map[string]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		path := strings.TrimPrefix(strings.TrimPrefix(c.CommandPath(), root.Name()), " ")
+		out[path] = helpText(c)
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				walk(sub)
+			}
 		}
 	}
-	return n
+	walk(root)
+	return out
+}
+
+// helpText is what "dify-agent <path> --help" prints, trailing newlines
+// trimmed.
+func helpText(c *cobra.Command) string {
+	var buf bytes.Buffer
+	c.SetOut(&buf)
+	defer c.SetOut(nil)
+	_ = c.Help()
+	return strings.TrimRight(buf.String(), "\n")
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shellctl/shellctl/internal/httperr"
 )
@@ -59,4 +60,68 @@ func cutBody(w http.ResponseWriter) {
 	}
 	// ErrAbortHandler makes net/http close the connection without logging.
 	panic(http.ErrAbortHandler)
+}
+
+// writeFault answers r on a route of agent-cli-backend.md as mode says:
+// JSON errors in the Agent Stub's envelope (see writeDetail); the other
+// modes as writeFailure.
+func (s *Server) writeFault(w http.ResponseWriter, r *http.Request, mode Mode) {
+	switch mode {
+	case ModeUnauthorized:
+		s.writeDetail(w, http.StatusUnauthorized, "", "invalid or missing Agent Stub authorization")
+	case ModeForbidden:
+		s.writeDetail(w, http.StatusForbidden, "", "forbidden by the fake stub")
+	case ModeNotFound:
+		s.writeDetail(w, http.StatusNotFound, "", "not found by the fake stub")
+	case ModeConflict:
+		s.writeDetail(w, http.StatusConflict, "", "conflict in the fake stub")
+	case ModeUnprocessable:
+		writeValidation(w, "file", "field required")
+	case ModeServerError:
+		s.writeDetail(w, http.StatusInternalServerError, "", "the fake stub was told to fail")
+	case ModeBadGateway:
+		s.writeDetail(w, http.StatusBadGateway, "", "upstream unreachable")
+	case ModeUnavailable:
+		s.writeDetail(w, http.StatusServiceUnavailable, "", "service unavailable")
+	case ModeDrip:
+		s.drip(w, r, []byte(`{"detail":"one byte at a time"}`))
+	default:
+		s.writeFailure(w, r, mode)
+	}
+}
+
+// drip answers 200 with body, one byte every 100 ms, until done or the
+// client goes away.
+func (s *Server) drip(w http.ResponseWriter, r *http.Request, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for i := range body {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.closed:
+			return
+		case <-t.C:
+		}
+		_, _ = w.Write(body[i : i+1])
+		if f != nil {
+			f.Flush()
+		}
+	}
+}
+
+// answerLegacy answers a route of agent-cli.md with mode: its own modes in
+// the {"error":…} envelope, the generic faults of agent-cli-backend.md as
+// writeFault does.
+func (s *Server) answerLegacy(w http.ResponseWriter, r *http.Request, mode Mode) {
+	switch mode {
+	case ModeForbidden, ModeNotFound, ModeConflict, ModeUnprocessable, ModeBadGateway, ModeUnavailable, ModeDrip:
+		s.writeFault(w, r, mode)
+	default:
+		s.writeFailure(w, r, mode)
+	}
 }

@@ -26,15 +26,29 @@ var writes = map[string]bool{
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	route := r.Method + " " + strings.TrimPrefix(r.URL.Path, apiPrefix)
+	if route == "PUT "+homeRoute || route == "GET "+homeRoute {
+		s.serveHome(w, r, route) // streams its body: recorded without it
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	s.record(r, body)
-	route := r.Method + " " + strings.TrimPrefix(r.URL.Path, apiPrefix)
+	if s.serveBackend(w, r, route, body) {
+		return
+	}
+	// The expired token X on the routes of agent-cli.md: structured where
+	// the Agent Stub says so (upload-request only when asked to).
+	if tok := bearer(r); tok != "" && tok == s.expiredTok() {
+		structured := route != "POST /files/upload-request" || r.URL.Query().Get("expose_expiration") == "true"
+		s.authOrdinary(w, r, structured)
+		return
+	}
 	if r.Header.Get("Authorization") != "Bearer "+s.token {
 		httperr.Write(w, http.StatusUnauthorized, "unauthorized", "invalid or expired token")
 		return
 	}
 	if m := s.failure(route, AllRoutes); m != ModeNone {
-		s.writeFailure(w, r, m)
+		s.answerLegacy(w, r, m)
 		return
 	}
 	s.mu.Lock()
@@ -134,6 +148,24 @@ func required(w http.ResponseWriter, ok bool, field string) bool {
 }
 
 func (s *Server) downloadRequest(w http.ResponseWriter, r *http.Request, body []byte) {
+	m, valid := strictObject(w, body, nil, "file", "config", "for_frontend", "for_external")
+	if !valid {
+		return
+	}
+	_, hasFile := m["file"]
+	_, hasConfig := m["config"]
+	if hasFile == hasConfig {
+		writeValidation(w, "file", "exactly one of file and config is required")
+		return
+	}
+	if hasFile {
+		s.fileDownloadRequest(w, r, m)
+		return
+	}
+	if ff := m["for_frontend"]; string(ff) == "true" {
+		writeValidation(w, "for_frontend", "config downloads need for_frontend false")
+		return
+	}
 	var in struct {
 		Config *struct {
 			Kind string `json:"kind"`
@@ -174,18 +206,6 @@ func (s *Server) downloadRequest(w http.ResponseWriter, r *http.Request, body []
 		"size":         len(data),
 		"download_url": baseURL(r) + signedPrefix + "download/" + tok,
 	})
-}
-
-func (s *Server) uploadRequest(w http.ResponseWriter, r *http.Request, body []byte) {
-	var in struct {
-		Filename *string `json:"filename"`
-		Mimetype *string `json:"mimetype"`
-	}
-	if !decode(w, body, &in) || !required(w, in.Filename != nil && in.Mimetype != nil && *in.Filename != "", "filename and mimetype") {
-		return
-	}
-	tok := s.issue(ticket{})
-	httperr.WriteJSON(w, http.StatusOK, map[string]string{"upload_url": baseURL(r) + signedPrefix + "upload/" + tok})
 }
 
 type pushItem struct {

@@ -44,11 +44,24 @@ func (s *Server) redeem(tok string, download bool) (ticket, bool) {
 func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, signedPrefix)
 	op, tok, _ := strings.Cut(rest, "/")
+	if op == "upload" && s.failure("upload *") == ModeEarlyAnswer {
+		// Answer before reading the body, as a store that refuses early.
+		s.record(r, nil)
+		s.redeem(tok, false)
+		w.Header().Set("Connection", "close")
+		s.writeDetail(w, http.StatusRequestEntityTooLarge, "", "upload refused before the body was read")
+		return
+	}
 	var body []byte
 	if op == "upload" {
 		body, _ = io.ReadAll(r.Body)
 	}
 	s.record(r, body)
+	if r.Header.Get("Authorization") != "" {
+		// The token must never reach a storage host.
+		s.writeDetail(w, http.StatusBadRequest, "", "signed URLs must be used without an Authorization header")
+		return
+	}
 	switch {
 	case op == "download" && r.Method == http.MethodGet:
 		t, ok := s.redeem(tok, true)
@@ -56,7 +69,11 @@ func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
 			httperr.Write(w, http.StatusForbidden, "invalid_signature", "unknown or used download URL")
 			return
 		}
-		s.transfer(w, r, []string{"download " + t.kind + "/" + t.name, "download *"}, func(malformed bool) {
+		target := "download " + t.kind + "/" + t.name
+		if t.kind == "tool_file" {
+			target = "download tool_file/" + s.uploadName(t.name)
+		}
+		s.transfer(w, r, []string{target, "download *"}, func(malformed bool) {
 			s.download(w, t, malformed)
 		})
 	case op == "upload" && r.Method == http.MethodPost:
@@ -106,7 +123,7 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request, targets []stri
 	case ModeMalformed:
 		serve(true)
 	default:
-		s.writeFailure(w, r, m)
+		s.answerLegacy(w, r, m)
 	}
 }
 
@@ -114,9 +131,23 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request, targets []stri
 // (for a skill: no zip archive), as a corrupted store would.
 func (s *Server) download(w http.ResponseWriter, t ticket, malformed bool) {
 	s.mu.Lock()
-	data, ok := s.files[t.name]
-	if t.kind == "skill" {
+	var data []byte
+	var ok bool
+	switch t.kind {
+	case "skill":
 		data, ok = s.skills[t.name]
+	case "file":
+		data, ok = s.files[t.name]
+	case "tool_file":
+		var u upload
+		u, ok = s.uploads[t.name]
+		data = u.data
+	case "drive":
+		if it := s.driveItem(t.name); it != nil {
+			data, ok = it.Data, true
+		}
+	case "remote":
+		data, ok = remoteContent(t.name), true
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -137,12 +168,27 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, body []byte) {
 		httperr.Write(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
+	id := newUUID()
+	mimetype := part.Header.Get("Content-Type")
 	s.mu.Lock()
-	s.nextID++
-	id := fmt.Sprintf("file-%d", s.nextID)
-	s.uploads[id] = upload{filename: part.FileName(), mimetype: part.Header.Get("Content-Type"), data: data}
+	s.uploads[id] = upload{filename: part.FileName(), mimetype: mimetype, data: data}
 	s.mu.Unlock()
-	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"id": id})
+	out := map[string]any{"id": id, "reference": FileRef(id), "name": part.FileName(), "size": len(data), "mime_type": mimetype}
+	switch {
+	case s.mode("upload-no-reference"):
+		delete(out, "reference")
+	case s.mode("upload-bad-reference"):
+		out["reference"] = "dify-file-ref:" + "eyJpZCI6MX0=" // {"id":1}: no record_id
+	case s.mode("upload-no-id"):
+		delete(out, "id")
+	}
+	httperr.WriteJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) uploadName(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.uploads[id].filename
 }
 
 // filePart returns the multipart field "file" of an upload body.

@@ -1,7 +1,9 @@
 // Package fakestub is an in-memory Agent Stub for tests: the routes of
-// shared/spec/agent-cli.md under /agent-stub, a bearer-token check, one-time
-// signed URLs for uploads and downloads, and failure modes that can be
-// switched per route. It records every request for assertions.
+// shared/spec/agent-cli.md and shared/spec/agent-cli-backend.md (file plane,
+// drive, knowledge, Home Snapshot gateway) under /agent-stub, the tokens of
+// the latter (run, expired, purpose), one-time signed URLs for uploads and
+// downloads, and failure modes switched per route (Fail) or by name
+// (SetMode). It records every request for assertions.
 package fakestub
 
 import (
@@ -24,7 +26,29 @@ const (
 	ModeMalformed         // 200 with a body that is not JSON (bytes that are no zip, for downloads)
 	ModeStall             // no answer at all until the client gives up
 	ModeCutBody           // announces a body, sends part of it, drops the connection
+
+	// The generic faults of agent-cli-backend.md; on its routes errors use
+	// the {"detail":…} envelope.
+	ModeForbidden     // 403
+	ModeNotFound      // 404
+	ModeConflict      // 409
+	ModeUnprocessable // 422 with FastAPI's list-shaped detail
+	ModeBadGateway    // 502 with a JSON detail
+	ModeUnavailable   // 503
+	ModeDrip          // 200, one byte per 100 ms
+	ModeEarlyAnswer   // signed upload: answers 413 before reading the body
 )
+
+// modeByName names the modes for the fake-agent-stub binary's --fail flag.
+var modeByName = map[string]Mode{
+	"401": ModeUnauthorized, "403": ModeForbidden, "404": ModeNotFound, "409": ModeConflict,
+	"422": ModeUnprocessable, "500": ModeServerError, "502": ModeBadGateway, "503": ModeUnavailable,
+	"raw-error": ModeRawError, "bad-json": ModeMalformed, "stall": ModeStall, "cut": ModeCutBody,
+	"drip": ModeDrip, "early-answer": ModeEarlyAnswer, "read-only": ModeReadOnly,
+}
+
+// ParseMode returns the mode of a --fail name.
+func ParseMode(name string) (Mode, bool) { m, ok := modeByName[name]; return m, ok }
 
 // AllRoutes as a Fail target applies a mode to every API route.
 const AllRoutes = "*"
@@ -33,9 +57,14 @@ const AllRoutes = "*"
 type Request struct {
 	Method        string
 	Path          string // URL path, e.g. /agent-stub/config/prompt or /signed/upload/TOKEN
+	RawQuery      string // the query exactly as sent, without "?"
+	Header        http.Header
 	Authorization string
 	ContentType   string
-	Body          []byte
+	ContentLength int64 // -1 for a chunked body
+	// Body is the request body; for PUT /agent-stub/home-snapshots/archive it
+	// is left out (see HomeArchive and HomeBytesReceived).
+	Body []byte
 }
 
 type upload struct {
@@ -46,8 +75,8 @@ type upload struct {
 // ticket is what a one-time signed token grants.
 type ticket struct {
 	download bool
-	kind     string // skill | file (downloads)
-	name     string // item name (downloads)
+	kind     string // skill | file (config downloads), tool_file (file plane), drive, remote
+	name     string // item name (config), upload id (tool_file), key (drive), URL (remote)
 }
 
 // Server is the fake Agent Stub. The zero value is not usable; call New.
@@ -72,6 +101,22 @@ type Server struct {
 	inflight      int
 	maxInflight   int
 
+	// What agent-cli-backend.md adds: see tokens.go, files.go, drive.go,
+	// knowledge.go and home.go.
+	expiredToken  string
+	purpose       map[string]purposeToken // token -> scope and snapshot ref
+	modes         map[string]bool         // SetMode
+	errorEnvelope bool                    // new routes answer {"error":…} instead of {"detail":…}
+	drive         []*DriveItem
+	knowledge     map[string]*knowledgeRun // command_id -> run
+	kExecutions   int
+	kGate         chan struct{} // nil, or knowledge runs wait for it to close
+	kHeld         chan string   // receives the command_id of each run held at kGate
+	slowDelay     time.Duration
+	homes         map[string][]byte // snapshot ref -> archive
+	homeReceived  int64
+	hostileTarget string
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -86,6 +131,18 @@ func New(token string) *Server {
 		tickets:  map[string]ticket{},
 		failures: map[string]Mode{},
 		closed:   make(chan struct{}),
+
+		expiredToken: TokenExpired,
+		purpose: map[string]purposeToken{
+			TokenHomeWrite: {scope: ScopeHomeWrite, ref: DefaultSnapshotRef},
+			TokenHomeRead:  {scope: ScopeHomeRead, ref: DefaultSnapshotRef},
+		},
+		modes:         map[string]bool{},
+		drive:         cannedDrive(),
+		knowledge:     map[string]*knowledgeRun{},
+		slowDelay:     70 * time.Second,
+		homes:         map[string][]byte{},
+		hostileTarget: "/tmp/outside",
 	}
 }
 
@@ -185,6 +242,9 @@ func (s *Server) record(r *http.Request, body []byte) {
 	s.requests = append(s.requests, Request{
 		Method:        r.Method,
 		Path:          r.URL.Path,
+		RawQuery:      r.URL.RawQuery,
+		Header:        r.Header.Clone(),
+		ContentLength: r.ContentLength,
 		Authorization: r.Header.Get("Authorization"),
 		ContentType:   r.Header.Get("Content-Type"),
 		Body:          body,
@@ -211,6 +271,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAPI(w, r)
 	case strings.HasPrefix(r.URL.Path, signedPrefix):
 		s.serveSigned(w, r)
+	case strings.HasPrefix(r.URL.Path, recorderPrefix):
+		// Where redirects point: a client that follows one shows up here.
+		s.record(r, nil)
+		w.WriteHeader(http.StatusTeapot)
 	default:
 		http.NotFound(w, r)
 	}
