@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -98,6 +99,12 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 			os.Remove(d)
 		}
 	}
+	// Scripts of requests a previous server was still receiving.
+	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", spoolPrefix+"*")); err == nil {
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
@@ -147,7 +154,12 @@ func (s *Service) Close() {
 
 // RunRequest is a validated run request.
 type RunRequest struct {
-	Script    string
+	Script string
+	// ScriptPath, when set, is a file made by SpoolFile that holds the
+	// script instead of Script (a large body is written there as it
+	// arrives): it becomes the job's script file by a rename, and is
+	// left for the caller to remove when the run fails before that.
+	ScriptPath string
 	Mode      string // "pty" or "stdio"
 	Cwd       string // absolute and clean, or "" for the server's $HOME
 	Env       map[string]string
@@ -277,12 +289,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 	script := filepath.Join(j.dir, runner.ScriptFile)
 	argv := []string{s.cfg.DefaultShell, script}
 	perm := os.FileMode(0o600)
-	if strings.HasPrefix(req.Script, "#!") {
-		// A shebang script is executed directly, so it must be executable.
-		argv = []string{script}
-		perm = 0o700
-	}
-	if err := os.WriteFile(script, []byte(req.Script), perm); err != nil {
+	if err := writeScript(script, req, &argv, &perm); err != nil {
 		return fmt.Errorf("write script of job %s: %w", j.id, err)
 	}
 	home := isolation.JobHome(req.Env, s.cfg.Home)
@@ -350,6 +357,50 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, cwd string)
 	s.attach(j, conn)
 	s.log.Info("job started", "job", j.id, "mode", req.Mode, "runner_pid", pid)
 	return nil
+}
+
+// spoolPrefix names script files of run requests still being received
+// (SpoolFile); they sit in jobs/ so that the rename into a job's directory
+// stays on one file system.
+const spoolPrefix = ".spool-"
+
+// SpoolFile makes an empty file, readable only by this user, for a script
+// that arrives in a large request body; RunRequest.ScriptPath hands it
+// over.
+func (s *Service) SpoolFile() (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Join(s.cfg.StateDir, "jobs"), spoolPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("make a file for the script: %w", err)
+	}
+	return f, nil
+}
+
+// writeScript puts the request's script at path: a spooled file is moved
+// there, a script in memory written. A shebang script is executed
+// directly, so it must be executable.
+func writeScript(path string, req RunRequest, argv *[]string, perm *os.FileMode) error {
+	shebang := strings.HasPrefix(req.Script, "#!")
+	if req.ScriptPath != "" {
+		f, err := os.Open(req.ScriptPath)
+		if err != nil {
+			return err
+		}
+		var head [2]byte
+		n, _ := io.ReadFull(f, head[:])
+		f.Close()
+		shebang = string(head[:n]) == "#!"
+	}
+	if shebang {
+		*argv = []string{path}
+		*perm = 0o700
+	}
+	if req.ScriptPath == "" {
+		return os.WriteFile(path, []byte(req.Script), *perm)
+	}
+	if err := os.Chmod(req.ScriptPath, *perm); err != nil {
+		return err
+	}
+	return os.Rename(req.ScriptPath, path)
 }
 
 // readyPrefix names job directories made ahead, before their job exists.
