@@ -105,7 +105,7 @@ type runBody struct {
 	scriptLen int64
 }
 
-func (b *runBody) setBig(state int, n int64) { b.script, b.scriptLen = state, n }
+func (b *runBody) setBig(state int, n int64)   { b.script, b.scriptLen = state, n }
 func (b *inputBody) setBig(state int, _ int64) { b.text = state }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {

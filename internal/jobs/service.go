@@ -160,12 +160,12 @@ type RunRequest struct {
 	// arrives): it becomes the job's script file by a rename, and is
 	// left for the caller to remove when the run fails before that.
 	ScriptPath string
-	Mode      string // "pty" or "stdio"
-	Cwd       string // absolute and clean, or "" for the server's $HOME
-	Env       map[string]string
-	Cols      int
-	Rows      int
-	SessionID string
+	Mode       string // "pty" or "stdio"
+	Cwd        string // absolute and clean, or "" for the server's $HOME
+	Env        map[string]string
+	Cols       int
+	Rows       int
+	SessionID  string
 }
 
 // homeWithin checks that a job's HOME lies within the workspace root. It
