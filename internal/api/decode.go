@@ -578,6 +578,7 @@ func decodeRest(rest []byte, v any) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
+		te.Field = strings.ReplaceAll(te.Field, "waitFields.", "") // an embedded struct, not a field
 		if num, ok := strings.CutPrefix(te.Value, "number "); ok && outOfRange(num, te.Type.Kind().String()) {
 			return &bodyError{status: 422, code: "validation_error", msg: fmt.Sprintf("field %q: %s is out of range", te.Field, num)}
 		}
