@@ -636,5 +636,3 @@ func TestTransfer40MBFile(t *testing.T) {
 		t.Errorf("server peak RSS %d KiB is above the file's size: it held the file in memory", hwmDownload)
 	}
 }
-
-

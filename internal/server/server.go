@@ -63,9 +63,9 @@ type Config struct {
 	IdleTimeout       time.Duration // 0 = none
 	MaxConnections    int           // 0 = no cap
 
-	Environ        []string // the server's environment
-	Getenv         func(string) string
-	Logger         *slog.Logger
+	Environ []string // the server's environment
+	Getenv  func(string) string
+	Logger  *slog.Logger
 }
 
 // CheckToken enforces --require-auth-token before anything is opened.
