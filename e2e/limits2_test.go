@@ -636,3 +636,21 @@ func TestTransfer40MBFile(t *testing.T) {
 		t.Errorf("server peak RSS %d KiB is above the file's size: it held the file in memory", hwmDownload)
 	}
 }
+
+// The body read deadline ends with the body: a wait (and a run) that
+// lasts longer than --body-read-timeout is not cut by it.
+func TestLimitBodyDeadlineEndsWithTheBody(t *testing.T) {
+	s := startServer(t, serverOpts{args: []string{"--body-read-timeout", "1"}})
+	c := fxCtx(t, time.Minute)
+	running, _ := fxStart(t, s, "stdio", "sleep 30", 0.1)
+	start := time.Now()
+	res, err := s.c.Wait(c, running.JobID, client.WaitRequest{Offset: 0, Timeout: f64(2.5)})
+	if el := time.Since(start); err != nil || res.Done || el < 2400*time.Millisecond {
+		t.Fatalf("wait with timeout 2.5 beside --body-read-timeout 1 = %+v %v after %v", res, err, el)
+	}
+	start = time.Now()
+	res, err = s.c.Run(c, client.RunRequest{Script: "sleep 2; echo late", Mode: "stdio", Timeout: 10})
+	if el := time.Since(start); err != nil || res.Output != "late\n" || el < 2*time.Second {
+		t.Fatalf("run of 2 s beside --body-read-timeout 1 = %+v %v after %v", res, err, el)
+	}
+}

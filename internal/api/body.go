@@ -125,9 +125,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, spec bodySpec,
 	br.Reset(nil)
 	pool.Put(br)
 	if timeout > 0 {
-		// Cleared at once: the deadline would otherwise also end the
-		// server's watch for a client that goes away, and so cancel a
-		// long wait.
+		// The deadline is for the body only: what follows (a wait of up
+		// to 600 s) is not a slow client. net/http clears it as well when
+		// it starts watching for the client to go away.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if err == nil && d.nonFinite != "" {
