@@ -654,3 +654,36 @@ func TestLimitBodyDeadlineEndsWithTheBody(t *testing.T) {
 		t.Fatalf("run of 2 s beside --body-read-timeout 1 = %+v %v after %v", res, err, el)
 	}
 }
+
+// An input's room in --max-body-memory is given back once its text is
+// sent, not after the wait that follows: a second large input is not held
+// up by the first one's long wait.
+func TestLimitBodyMemoryReleasedBeforeWait(t *testing.T) {
+	s := startServer(t, serverOpts{args: []string{"--max-body-memory", "1MiB", "--body-read-timeout", "2"}})
+	running, dir := fxStart(t, s, "pty", `stty -echo; cat > got`, 0.2)
+	line := strings.Repeat("q", 63) + "\n"
+	text := strings.Repeat(line, 600<<10/len(line))
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.c.Input(fxCtx(t, time.Minute), running.JobID, text, client.WaitRequest{Offset: running.Offset, Timeout: f64(8)})
+		first <- err
+	}()
+	got := filepath.Join(dir, "got")
+	fxEventually(t, 20*time.Second, "the first input to reach the job", func() bool {
+		fi, err := os.Stat(got)
+		return err == nil && fi.Size() >= int64(len(text))
+	})
+	start := time.Now()
+	_, err := s.c.Input(fxCtx(t, time.Minute), running.JobID, text, client.WaitRequest{Offset: running.Offset, Timeout: f64(0.1)})
+	if el := time.Since(start); err != nil || el > 1500*time.Millisecond {
+		t.Fatalf("second large input while the first waits: %v after %v", err, el)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the first input's wait ended early: %v", err)
+	default:
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first input: %v", err)
+	}
+}

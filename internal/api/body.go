@@ -178,7 +178,7 @@ func (s *Server) reserve(ctx context.Context, n int64, timeout time.Duration) (f
 		defer cancel()
 	}
 	if err := s.budget().Acquire(ctx, n); err != nil {
-		return nil, fmt.Errorf("%d bytes of large request bodies are being received, and this one needs %d more: the budget (--max-body-memory) is %d bytes; try again", s.inFlight.Load(), n, s.bodyMemory())
+		return nil, fmt.Errorf("large request bodies hold %d bytes and this one needs %d, more than is left of --max-body-memory (%d bytes) within %v: try again", s.inFlight.Load(), n, s.bodyMemory(), timeout)
 	}
 	s.inFlight.Add(n)
 	var once sync.Once

@@ -236,7 +236,7 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	if !ok {
 		return
 	}
-	defer release() // the text is held until it is sent
+	defer release() // the text is held until it is sent (release is idempotent)
 	if !b.checkOffset(w) {
 		return
 	}
@@ -244,7 +244,10 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 		httperr.Write(w, http.StatusBadRequest, "invalid_request", "text is required")
 		return
 	}
-	res, err := s.Jobs.Input(r.Context(), id, text.b, b.params(defaultInputTimeout, false))
+	res, err := s.Jobs.Input(r.Context(), id, text.b, b.params(defaultInputTimeout, false), func() {
+		text.b = nil
+		release()
+	})
 	if err != nil {
 		s.writeErr(w, err)
 		return

@@ -203,8 +203,17 @@ func (s *Service) wait(ctx context.Context, j *job, wp WaitParams) (*Result, err
 	}
 }
 
-// Input writes text to a pty job's terminal, then waits.
-func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitParams) (*Result, error) {
+// Input writes text to a pty job's terminal, then waits. sent, when not
+// nil, is called once, when the text is no longer needed (sent, or
+// refused): before the wait, which may be long.
+func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitParams, sent func()) (*Result, error) {
+	finish := func() {
+		if sent != nil {
+			sent()
+			sent = nil
+		}
+	}
+	defer finish() // on the paths that return before sending
 	j := s.lookup(id)
 	if j == nil {
 		row, err := s.st.Get(ctx, id)
@@ -233,6 +242,7 @@ func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitPara
 	if err := s.sendInput(ctx, j, text); err != nil {
 		return nil, err
 	}
+	finish()
 	return s.wait(ctx, j, wp)
 }
 
