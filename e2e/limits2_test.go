@@ -217,6 +217,16 @@ func TestLimitNumbersMustBeFinite(t *testing.T) {
 	}
 }
 
+// slack scales the time bounds of these tests for race-detector builds
+// (SHELLCTL_E2E_RACE), which run the server several times slower; the
+// figures are claims about the real build.
+func slack() time.Duration {
+	if os.Getenv("SHELLCTL_E2E_RACE") != "" {
+		return 5
+	}
+	return 1
+}
+
 // probe times /healthz and an authenticated run on a fresh connection.
 type probe struct {
 	url, token string
@@ -252,7 +262,7 @@ func (p *probe) once() {
 			p.fails = append(p.fails, fmt.Sprintf("%s: %v", step.name, err))
 		case resp.StatusCode != 200 || step.name == "run" && !strings.Contains(string(raw), `"output":"ok\n"`):
 			p.fails = append(p.fails, fmt.Sprintf("%s: %d %.200s", step.name, resp.StatusCode, raw))
-		case el > time.Second:
+		case el > slack()*time.Second:
 			p.fails = append(p.fails, fmt.Sprintf("%s took %v", step.name, el.Round(time.Millisecond)))
 		}
 		p.mu.Unlock()
@@ -386,13 +396,13 @@ func TestLimitSlowBodies(t *testing.T) {
 	}
 	t.Logf("without token %v (slowest %v); small bodies %v (slowest %v); 10 MiB bodies %v (slowest %v)",
 		byKind[0], slowest[0].Round(time.Millisecond), byKind[1], slowest[1].Round(time.Millisecond), byKind[2], slowest[2].Round(time.Millisecond))
-	if byKind[0][401] != n/3 || slowest[0] > 2*time.Second {
+	if byKind[0][401] != n/3 || slowest[0] > slack()*2*time.Second {
 		t.Errorf("clients without the token: %v, slowest %v; want all 401 at once", byKind[0], slowest[0])
 	}
-	if byKind[1][408] != n/3 || slowest[1] > readTimeout+5*time.Second {
+	if byKind[1][408] != n/3 || slowest[1] > readTimeout+slack()*5*time.Second {
 		t.Errorf("slow small bodies: %v, slowest %v; want all 408 after about %v", byKind[1], slowest[1], readTimeout)
 	}
-	if byKind[2][408]+byKind[2][503] != n/3 || slowest[2] > 2*readTimeout+5*time.Second {
+	if byKind[2][408]+byKind[2][503] != n/3 || slowest[2] > 2*readTimeout+slack()*5*time.Second {
 		t.Errorf("slow 10 MiB bodies: %v, slowest %v; want 408 or 503 after about %v", byKind[2], slowest[2], readTimeout)
 	}
 	if fd := fdCount(pid); fd > 200 {
@@ -632,7 +642,9 @@ func TestTransfer40MBFile(t *testing.T) {
 	}
 	t.Logf("40 MB file: upload %v (script %d bytes), download %v (%d pages of 16384); server VmHWM %d KiB before, %d after upload, %d after download",
 		upload.Round(time.Millisecond), len(script), download.Round(time.Millisecond), pages, hwmBefore, hwmUpload, hwmDownload)
-	if hwmDownload*1024 > size {
+	if slack() > 1 {
+		t.Logf("race-detector build: memory bound not checked")
+	} else if hwmDownload*1024 > size {
 		t.Errorf("server peak RSS %d KiB is above the file's size: it held the file in memory", hwmDownload)
 	}
 }
@@ -675,7 +687,7 @@ func TestLimitBodyMemoryReleasedBeforeWait(t *testing.T) {
 	})
 	start := time.Now()
 	_, err := s.c.Input(fxCtx(t, time.Minute), running.JobID, text, client.WaitRequest{Offset: running.Offset, Timeout: f64(0.1)})
-	if el := time.Since(start); err != nil || el > 1500*time.Millisecond {
+	if el := time.Since(start); err != nil || el > slack()*1500*time.Millisecond {
 		t.Fatalf("second large input while the first waits: %v after %v", err, el)
 	}
 	select {
