@@ -121,7 +121,8 @@ func TestLimitRequestBodies(t *testing.T) {
 		t.Errorf("refused terminate ended the job: %+v", v)
 	}
 
-	// Script of exactly 1 MiB in a body just under 2 MiB.
+	// Script of exactly 1 MiB in a body just under 2 MiB (the limits of
+	// old, now far below --max-request-bytes: still accepted).
 	script := "echo ok\n" + strings.Repeat("#"+strings.Repeat("x", 62)+"\n", (1<<20-8)/64)
 	script += strings.Repeat("#", 1<<20-len(script))
 	st, raw, err = s.c.Do(c, "POST", "/v1/jobs/run", map[string]any{"script": script, "timeout": 10, "pad": strings.Repeat("p", 1<<20-64<<10)})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/shellctl/shellctl/internal/api"
 	"github.com/shellctl/shellctl/internal/server"
 	"github.com/shellctl/shellctl/internal/statedir"
 )
@@ -45,6 +47,13 @@ func serveCmd() *cobra.Command {
 		WarmRunners:    defaultWarmRunners,
 		MaxOutputBytes: defaultMaxOutputBytes,
 		InheritEnv:     "all",
+
+		MaxRequestBytes:   api.DefaultMaxRequestBytes,
+		MaxBodyMemory:     api.DefaultBodyMemory,
+		HeaderReadTimeout: server.DefaultHeaderReadTimeout,
+		BodyReadTimeout:   server.DefaultBodyReadTimeout,
+		IdleTimeout:       server.DefaultIdleTimeout,
+		MaxConnections:    server.DefaultMaxConnections,
 	}
 	var verbose bool
 	var tokenFile string
@@ -158,6 +167,12 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.RunnerPath, "runner", "", "path of shellctl-runner (default: beside this binary)")
 	f.IntVar(&cfg.WarmRunners, "warm-runners", cfg.WarmRunners, "runners kept started and waiting for the next jobs (0 = start one per job)")
 	f.BoolVar(&cfg.DisableCgroup, "no-cgroup", false, "track job processes without a cgroup (as child subreaper only)")
+	f.Var(sizeFlag{&cfg.MaxRequestBytes}, "max-request-bytes", "largest run or input body, e.g. 64MiB (other bodies: 64KiB)")
+	f.Var(sizeFlag{&cfg.MaxBodyMemory}, "max-body-memory", "memory that large request bodies may hold at once; more wait, then 503")
+	f.Var(durationFlag{&cfg.HeaderReadTimeout}, "header-read-timeout", "a request's headers must arrive within this (0 = no limit)")
+	f.Var(durationFlag{&cfg.BodyReadTimeout}, "body-read-timeout", "a request's body must arrive within this once reading began; else 408 (0 = no limit)")
+	f.Var(durationFlag{&cfg.IdleTimeout}, "idle-timeout", "an idle keep-alive connection is closed after this (0 = no limit)")
+	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections open at once; over it the oldest idle one without an authorized request is closed (0 = no cap)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request and job transition")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiles on this loopback address (performance work)")
 	_ = f.MarkHidden("pprof")
@@ -176,6 +191,9 @@ func (f durationFlag) String() string {
 func (f durationFlag) Type() string { return "duration" }
 func (f durationFlag) Set(s string) error {
 	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(n) || math.IsInf(n, 0) || n > math.MaxInt64/float64(time.Second) {
+			return fmt.Errorf("%q is not a finite number of seconds", s)
+		}
 		if n < 0 {
 			return fmt.Errorf("%q is negative", s)
 		}
@@ -223,7 +241,7 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("%q is not a size such as 1GiB or 1048576", s)
 	}
 	return n * mult, nil

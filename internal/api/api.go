@@ -10,18 +10,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/shellctl/shellctl/internal/httperr"
 	"github.com/shellctl/shellctl/internal/jobs"
-)
-
-// Request body limits (jobs.md "Limits that protect the server").
-const (
-	maxRunBody   = 2 << 20  // a 1 MiB script plus its JSON escaping and env
-	maxInputBody = 1 << 20  // input text
-	maxOtherBody = 64 << 10 // every other JSON body
-	maxScript    = 1 << 20
 )
 
 // Snapshotter serves the snapshot routes (internal/snapshot).
@@ -36,13 +32,22 @@ type Server struct {
 	Snapshot Snapshotter // nil: the routes answer 404
 	Token    string      // "" = no auth
 	Home     string      // the server's $HOME: a relative cwd is resolved against it
+	Limits   Limits
 	Logger   *slog.Logger
+
+	budgetOnce sync.Once
+	sem        *semaphore.Weighted
+	inFlight   atomic.Int64 // bytes reserved by large bodies
 }
 
 // ServeHTTP routes one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		sw.body = &bodyWatch{ReadCloser: r.Body}
+		r.Body = sw.body
+	}
 	s.route(sw, r)
 	if s.Logger != nil {
 		s.Logger.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(time.Since(start).Microseconds())/1000)
@@ -52,11 +57,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	body   *bodyWatch // nil: the request has no body
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.closeIfUnread()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -64,15 +71,28 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.closeIfUnread()
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// closeIfUnread ends the connection after an answer given before the
+// request's body was read to its end (an error, a 401). Otherwise
+// net/http would read up to 256 KiB of the rest first, to reuse the
+// connection: at a slow client's pace, with no deadline.
+func (w *statusWriter) closeIfUnread() {
+	if w.body != nil && !w.body.eof {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection (snapshot
 // deadlines, flushing).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func (s *Server) authorized(r *http.Request) bool {
+// Authorized reports whether r carries the token (always, when none is
+// configured).
+func (s *Server) Authorized(r *http.Request) bool {
 	if s.Token == "" {
 		return true
 	}
@@ -97,7 +117,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		notFound(w, r)
 		return
 	}
-	if !s.authorized(r) {
+	if !s.Authorized(r) {
 		httperr.Write(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
 		return
 	}

@@ -1,11 +1,8 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -37,44 +34,20 @@ const (
 	maxGrace            = 300 * time.Second
 )
 
-// readObject reads a JSON object body of at most limit bytes into v. An
-// empty body is an empty object.
-func readObject(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			httperr.Write(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is larger than %d bytes", limit))
-		} else {
-			httperr.Write(w, http.StatusBadRequest, "invalid_request", "read request body: "+err.Error())
-		}
-		return false
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		body = []byte("{}")
-	}
-	if body[0] != '{' {
-		httperr.Write(w, http.StatusBadRequest, "invalid_request", "request body must be a JSON object")
-		return false
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		msg := "request body is not valid JSON: " + err.Error()
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			msg = fmt.Sprintf("field %q must be %s, got JSON %s", te.Field, te.Type, te.Value)
-		}
-		httperr.Write(w, http.StatusBadRequest, "invalid_request", msg)
-		return false
-	}
-	return true
-}
-
 func validation(w http.ResponseWriter, format string, args ...any) {
 	httperr.Write(w, http.StatusUnprocessableEntity, "validation_error", fmt.Sprintf(format, args...))
 }
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// capSeconds converts a number of seconds already known to be finite,
+// capped at max before the conversion (a huge value would overflow).
+func capSeconds(f float64, max time.Duration) time.Duration {
+	if f >= max.Seconds() {
+		return max
+	}
+	return seconds(f)
+}
 
 // waitFields are the fields shared by run, wait and input.
 type waitFields struct {
@@ -93,12 +66,10 @@ func (f *waitFields) params(defTimeout time.Duration, nonPositiveIsDefault bool)
 		p.Offset = *f.Offset
 	}
 	if f.Timeout != nil {
-		switch t := seconds(*f.Timeout); {
+		switch t := capSeconds(*f.Timeout, maxTimeout); {
 		case t <= 0 && nonPositiveIsDefault:
 		case t <= 0:
 			p.Timeout = 0
-		case t > maxTimeout:
-			p.Timeout = maxTimeout
 		default:
 			p.Timeout = t
 		}
@@ -107,7 +78,7 @@ func (f *waitFields) params(defTimeout time.Duration, nonPositiveIsDefault bool)
 		p.Limit = int(min(*f.OutputLimit, maxOutputLimit))
 	}
 	if f.IdleFlush != nil && *f.IdleFlush > 0 {
-		p.Idle = min(seconds(*f.IdleFlush), maxIdleFlush)
+		p.Idle = capSeconds(*f.IdleFlush, maxIdleFlush)
 	}
 	return p
 }
@@ -121,7 +92,6 @@ func (f *waitFields) checkOffset(w http.ResponseWriter) bool {
 }
 
 type runBody struct {
-	Script   *string           `json:"script"`
 	Mode     string            `json:"mode"`
 	Cwd      *string           `json:"cwd"`
 	Env      map[string]string `json:"env"`
@@ -131,22 +101,37 @@ type runBody struct {
 	} `json:"terminal"`
 	SessionID *string `json:"session_id"`
 	waitFields
+	script    int // bigAbsent, bigString, bigNull
+	scriptLen int64
 }
+
+func (b *runBody) setBig(state int, n int64)   { b.script, b.scriptLen = state, n }
+func (b *inputBody) setBig(state int, _ int64) { b.text = state }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	var b runBody
-	if !readObject(w, r, maxRunBody, &b) {
+	// A small body's script is kept in memory and written with the job;
+	// a large one goes to a file as it arrives.
+	var script sink
+	var spool *fileSink
+	mem := &memSink{}
+	if r.ContentLength >= 0 && r.ContentLength <= smallBody {
+		script = mem
+	} else {
+		spool = &fileSink{create: s.Jobs.SpoolFile}
+		defer spool.discard()
+		script = spool
+	}
+	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "script", sink: script, spooled: spool != nil, restMax: maxRest, large: true}, &b)
+	if !ok {
 		return
 	}
-	if b.Script == nil || *b.Script == "" {
+	release() // the script is on disk or small: nothing large is held
+	if b.script != bigString || b.scriptLen == 0 {
 		httperr.Write(w, http.StatusBadRequest, "invalid_request", "script is required and must not be empty")
 		return
 	}
-	if len(*b.Script) > maxScript {
-		httperr.Write(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("script is %d bytes, the limit is %d", len(*b.Script), maxScript))
-		return
-	}
-	req := jobs.RunRequest{Script: *b.Script, Mode: b.Mode, Env: b.Env, Cols: defaultCols, Rows: defaultRows}
+	req := jobs.RunRequest{Mode: b.Mode, Env: b.Env, Cols: defaultCols, Rows: defaultRows}
 	switch b.Mode {
 	case "", "pty":
 		req.Mode = "pty"
@@ -159,7 +144,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		validation(w, "env: %v", err)
 		return
 	}
-	if b.Terminal != nil && req.Mode == "pty" {
+	// The size is checked whatever the mode: a stdio job has no terminal
+	// and ignores it, but a value out of range is a wrong request.
+	if b.Terminal != nil {
 		if c := b.Terminal.Cols; c != nil {
 			if *c < 1 || *c > maxTerminalSide {
 				validation(w, "terminal.cols %d is not within 1..%d", *c, maxTerminalSide)
@@ -189,6 +176,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Cwd = filepath.Clean(c)
 	}
+	if spool != nil {
+		path, err := spool.finish()
+		if err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		req.ScriptPath = path
+	} else {
+		req.Script = string(mem.b)
+	}
 	b.Offset = nil // run always waits from offset 0
 	res, err := s.Jobs.Run(r.Context(), req, b.params(defaultRunTimeout, true))
 	if err != nil {
@@ -213,7 +210,7 @@ func validSessionID(id string) bool {
 
 func (s *Server) wait(w http.ResponseWriter, r *http.Request, id string) {
 	var b waitFields
-	if !readObject(w, r, maxOtherBody, &b) || !b.checkOffset(w) {
+	if !s.readSmall(w, r, &b) || !b.checkOffset(w) {
 		return
 	}
 	res, err := s.Jobs.Wait(r.Context(), id, b.params(0, false))
@@ -225,24 +222,32 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 type inputBody struct {
-	Text *string `json:"text"`
 	waitFields
+	text int // bigAbsent, bigString, bigNull
 }
 
 func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	var b inputBody
-	if !readObject(w, r, maxInputBody+maxOtherBody, &b) || !b.checkOffset(w) {
+	text := &memSink{max: int(s.maxRequestBytes())}
+	if r.ContentLength > 0 {
+		text.b = make([]byte, 0, min(r.ContentLength, s.maxRequestBytes()))
+	}
+	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "text", sink: text, restMax: maxOtherBody, large: true}, &b)
+	if !ok {
 		return
 	}
-	if b.Text == nil {
+	defer release() // the text is held until it is sent (release is idempotent)
+	if !b.checkOffset(w) {
+		return
+	}
+	if b.text != bigString {
 		httperr.Write(w, http.StatusBadRequest, "invalid_request", "text is required")
 		return
 	}
-	if len(*b.Text) > maxInputBody {
-		httperr.Write(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("text is %d bytes, the limit is %d", len(*b.Text), maxInputBody))
-		return
-	}
-	res, err := s.Jobs.Input(r.Context(), id, []byte(*b.Text), b.params(defaultInputTimeout, false))
+	res, err := s.Jobs.Input(r.Context(), id, text.b, b.params(defaultInputTimeout, false), func() {
+		text.b = nil
+		release()
+	})
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -303,17 +308,16 @@ func graceOf(w http.ResponseWriter, g *float64) (time.Duration, bool) {
 	if g == nil {
 		return defaultGrace, true
 	}
-	d := seconds(*g)
-	if *g < 0 || d > maxGrace {
-		validation(w, "grace_seconds %v is not within 0..%d", *g, int(maxGrace.Seconds()))
+	if math.IsNaN(*g) || math.IsInf(*g, 0) || *g < 0 || *g > maxGrace.Seconds() {
+		validation(w, "grace_seconds %v is not within 0..%d: give a finite number of seconds", *g, int(maxGrace.Seconds()))
 		return 0, false
 	}
-	return d, true
+	return seconds(*g), true
 }
 
 func (s *Server) terminate(w http.ResponseWriter, r *http.Request, id string) {
 	var b terminateBody
-	if !readObject(w, r, maxOtherBody, &b) {
+	if !s.readSmall(w, r, &b) {
 		return
 	}
 	grace, ok := graceOf(w, b.Grace)
@@ -332,9 +336,10 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id string) {
 	q := r.URL.Query()
 	var g *float64
 	if raw := q.Get("grace_seconds"); raw != "" {
+		// ParseFloat takes "NaN" and "Inf": graceOf refuses them.
 		f, err := strconv.ParseFloat(raw, 64)
 		if err != nil {
-			validation(w, "grace_seconds %q is not a number", raw)
+			validation(w, "grace_seconds %q is not a number of seconds", raw)
 			return
 		}
 		g = &f

@@ -31,6 +31,7 @@ type job struct {
 	changed  chan struct{}
 
 	conn    *proto.Conn
+	inputMu sync.Mutex // one input's pieces at a time
 	nextID  int64
 	pending map[int64]chan *proto.Msg
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -115,6 +116,12 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 			os.Remove(d)
 		}
 	}
+	// Scripts of requests a previous server was still receiving.
+	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", spoolPrefix+"*")); err == nil {
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
@@ -164,13 +171,18 @@ func (s *Service) Close() {
 
 // RunRequest is a validated run request.
 type RunRequest struct {
-	Script    string
-	Mode      string // "pty" or "stdio"
-	Cwd       string // absolute and clean, or "" for the server's $HOME
-	Env       map[string]string
-	Cols      int
-	Rows      int
-	SessionID string
+	Script string
+	// ScriptPath, when set, is a file made by SpoolFile that holds the
+	// script instead of Script (a large body is written there as it
+	// arrives): it becomes the job's script file by a rename, and is
+	// left for the caller to remove when the run fails before that.
+	ScriptPath string
+	Mode       string // "pty" or "stdio"
+	Cwd        string // absolute and clean, or "" for the server's $HOME
+	Env        map[string]string
+	Cols       int
+	Rows       int
+	SessionID  string
 }
 
 // homeWithin checks that a job's HOME lies within the workspace root. It
@@ -270,12 +282,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	script := filepath.Join(j.dir, runner.ScriptFile)
 	argv := []string{s.cfg.DefaultShell, script}
 	perm := os.FileMode(0o600)
-	if strings.HasPrefix(req.Script, "#!") {
-		// A shebang script is executed directly, so it must be executable.
-		argv = []string{script}
-		perm = 0o700
-	}
-	if err := s.writeScript(j.id, req.Script, perm); err != nil {
+	if err := s.writeScript(j.id, script, req, &argv, &perm); err != nil {
 		return fmt.Errorf("write script of job %s: %w", j.id, err)
 	}
 	home := dirs.homeName
@@ -345,6 +352,62 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	return nil
 }
 
+// spoolPrefix names script files of run requests still being received
+// (SpoolFile); they sit in jobs/ so that the rename into a job's directory
+// stays on one file system.
+const spoolPrefix = ".spool-"
+
+// SpoolFile makes an empty file, readable only by this user, for a script
+// that arrives in a large request body; RunRequest.ScriptPath hands it
+// over.
+func (s *Service) SpoolFile() (*os.File, error) {
+	f, err := s.sd.Open("jobs/"+spoolPrefix+NewID(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("make a file for the script: %w", err)
+	}
+	return f, nil
+}
+
+// writeScript puts the request's script in job id's directory (path is
+// where that is): a spooled file is moved there, a script held in memory
+// is written to a file made exclusively. Both go through the state dir's
+// handle. A "#!" script is executed directly, so it is made executable
+// and argv becomes just its path.
+func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, perm *os.FileMode) error {
+	shebang := strings.HasPrefix(req.Script, "#!")
+	var spool *os.File
+	if req.ScriptPath != "" {
+		f, err := s.sd.Open("jobs/"+filepath.Base(req.ScriptPath), os.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		spool = f
+		defer f.Close()
+		var head [2]byte
+		n, _ := io.ReadFull(f, head[:])
+		shebang = string(head[:n]) == "#!"
+	}
+	if shebang {
+		*argv = []string{path}
+		*perm = 0o700
+	}
+	if spool == nil {
+		f, err := s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(*perm))
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(req.Script)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	if err := spool.Chmod(*perm); err != nil {
+		return err
+	}
+	return s.sd.Rename("jobs/"+filepath.Base(req.ScriptPath), jobRel(id)+"/"+runner.ScriptFile)
+}
+
 // readyPrefix names job directories made ahead, before their job exists.
 const readyPrefix = ".ready-"
 
@@ -401,18 +464,6 @@ func (s *Service) makeJobDir(id string) error {
 	return s.sd.Mkdir(jobRel(id), 0o700)
 }
 
-// writeScript writes the job's script, made exclusively in its directory.
-func (s *Service) writeScript(id, script string, perm os.FileMode) error {
-	f, err := s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(perm))
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(script)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
 
 // takeIdle returns a warm runner, or nil when none is ready.
 func (s *Service) takeIdle() *idleRunner {

@@ -213,8 +213,17 @@ func (s *Service) wait(ctx context.Context, j *job, wp WaitParams) (*Result, err
 	}
 }
 
-// Input writes text to a pty job's terminal, then waits.
-func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitParams) (*Result, error) {
+// Input writes text to a pty job's terminal, then waits. sent, when not
+// nil, is called once, when the text is no longer needed (sent, or
+// refused): before the wait, which may be long.
+func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitParams, sent func()) (*Result, error) {
+	finish := func() {
+		if sent != nil {
+			sent()
+			sent = nil
+		}
+	}
+	defer finish() // on the paths that return before sending
 	j := s.lookup(id)
 	if j == nil {
 		row, err := s.st.Get(ctx, id)
@@ -224,10 +233,13 @@ func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitPara
 		if err != nil {
 			return nil, err
 		}
-		if row.Mode == "stdio" {
-			return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode, which takes no input", id)
-		}
+		// Not live: its end is recorded. A finished job is not running
+		// whatever its mode (the terminal state is checked first, as the
+		// original does).
 		return nil, errorf(ErrNotRunning, "job %s is %s", id, row.Status)
+	}
+	if j.done() {
+		return nil, errorf(ErrNotRunning, "job %s is no longer running", id)
 	}
 	if j.mode == "stdio" {
 		return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode, which takes no input", id)
@@ -237,18 +249,39 @@ func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitPara
 			return nil, errorf(ErrInvalidOffset, "offset %d is past the end of the output (%d bytes)", wp.Offset, fs)
 		}
 	}
-	a, err := s.request(ctx, j, &proto.Msg{T: proto.TInput, Data: text})
-	if err != nil || a.Err != "" {
-		if j.done() || errors.Is(err, ErrNotRunning) || (a != nil && a.Err == "job_not_running") {
-			return nil, errorf(ErrNotRunning, "job %s is no longer running", id)
-		}
-		if err == nil {
-			err = errors.New(a.Err)
-		}
-		return nil, fmt.Errorf("send input to job %s: %w", id, err)
+	if err := s.sendInput(ctx, j, text); err != nil {
+		return nil, err
 	}
+	finish()
 	return s.wait(ctx, j, wp)
 }
+
+// sendInput sends text to j's terminal. Large input goes in pieces that
+// each fit a control message; one input's pieces are never interleaved
+// with another's.
+func (s *Service) sendInput(ctx context.Context, j *job, text []byte) error {
+	j.inputMu.Lock()
+	defer j.inputMu.Unlock()
+	for first := true; first || len(text) > 0; first = false {
+		piece := text[:min(len(text), inputPiece)]
+		text = text[len(piece):]
+		a, err := s.request(ctx, j, &proto.Msg{T: proto.TInput, Data: piece})
+		if err != nil || a.Err != "" {
+			if j.done() || errors.Is(err, ErrNotRunning) || (a != nil && a.Err == "job_not_running") {
+				return errorf(ErrNotRunning, "job %s is no longer running", j.id)
+			}
+			if err == nil {
+				err = errors.New(a.Err)
+			}
+			return fmt.Errorf("send input to job %s: %w", j.id, err)
+		}
+	}
+	return nil
+}
+
+// inputPiece is the most input one control message carries: base64 makes
+// it 5.4 MiB, within the protocol's 16 MiB line.
+const inputPiece = 4 << 20
 
 // Tail returns the last limit bytes of the output.
 func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, error) {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shellctl/shellctl/internal/api"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
@@ -22,13 +24,16 @@ import (
 	"github.com/shellctl/shellctl/internal/store"
 )
 
-// Timeouts that keep slow or idle clients from holding the server. Waits
+// Defaults of the limits that keep slow, idle or too many clients from
+// holding the server (jobs.md "Limits that protect the server"). Waits
 // answer within their own timeout (≤ 600 s), so there is no write timeout:
 // a long wait is not a slow client.
 const (
-	readHeaderTimeout = 10 * time.Second
-	idleTimeout       = 120 * time.Second
-	shutdownTimeout   = 10 * time.Second
+	DefaultHeaderReadTimeout = 10 * time.Second
+	DefaultBodyReadTimeout   = 60 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxConnections    = 4096
+	shutdownTimeout          = 10 * time.Second
 )
 
 // Config is the configuration of serve, every default filled in.
@@ -51,9 +56,17 @@ type Config struct {
 	InheritEnv     string // "all" or "none"
 	WorkspaceRoot  string
 	DisableCgroup  bool
-	Environ        []string // the server's environment
-	Getenv         func(string) string
-	Logger         *slog.Logger
+
+	MaxRequestBytes   int64         // run and input bodies
+	MaxBodyMemory     int64         // bytes large bodies may hold at once
+	HeaderReadTimeout time.Duration // 0 = none
+	BodyReadTimeout   time.Duration // 0 = none
+	IdleTimeout       time.Duration // 0 = none
+	MaxConnections    int           // 0 = no cap
+
+	Environ []string // the server's environment
+	Getenv  func(string) string
+	Logger  *slog.Logger
 }
 
 // CheckToken enforces --require-auth-token before anything is opened.
@@ -100,6 +113,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("--workspace-root %q: %w", cfg.WorkspaceRoot, err)
 		}
 		cfg.WorkspaceRoot = filepath.Clean(real)
+	}
+	if err := cfg.checkLimits(); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(cfg.RunnerPath); err != nil {
 		return nil, fmt.Errorf("runner binary %s: %w", cfg.RunnerPath, err)
@@ -166,15 +182,29 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Jobs:  svc,
 		Token: cfg.Token,
 		Home:  cfg.Home,
+		Limits: api.Limits{
+			MaxRequestBytes: cfg.MaxRequestBytes,
+			BodyReadTimeout: cfg.BodyReadTimeout,
+			BodyMemory:      cfg.MaxBodyMemory,
+		},
 		Snapshot: snapshot.NewService(snapshot.Config{
 			Home: cfg.Home, StateDir: cfg.StateDir, Timeout: snapTimeout, Logger: log,
 		}),
 		Logger: log,
 	}
-	s := &Server{cfg: cfg, st: st, jobs: svc, ln: ln, http: &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
+	maxConns := cfg.MaxConnections
+	if lim := fdLimit(); maxConns > 0 && lim > 0 && uint64(maxConns) > lim/2 {
+		// Connections may take at most half the descriptors: the rest are
+		// for jobs' control channels, the database and the runners.
+		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
+		maxConns = int(lim / 2)
+	}
+	ll := newLimitListener(ln, maxConns)
+	s := &Server{cfg: cfg, st: st, jobs: svc, ln: ll, http: &http.Server{
+		Handler:           trackRequests(h),
+		ReadHeaderTimeout: cfg.HeaderReadTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
 	if cfg.Token == "" {
@@ -182,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "state_dir", cfg.StateDir, "isolation", policy.Enabled)
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(ll); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("serve", "err", err)
 		}
 	}()
@@ -203,4 +233,40 @@ func (s *Server) Stop() error {
 		err = cerr
 	}
 	return err
+}
+
+// checkLimits refuses limits that cannot work.
+func (c *Config) checkLimits() error {
+	switch {
+	case c.MaxRequestBytes < 0:
+		return fmt.Errorf("--max-request-bytes %d is negative", c.MaxRequestBytes)
+	case c.MaxRequestBytes > 0 && c.MaxRequestBytes < 64<<10:
+		return fmt.Errorf("--max-request-bytes %d is below 64KiB, the limit of every other body: give at least 65536", c.MaxRequestBytes)
+	case c.MaxBodyMemory < 0:
+		return fmt.Errorf("--max-body-memory %d is negative", c.MaxBodyMemory)
+	case c.MaxConnections < 0:
+		return fmt.Errorf("--max-connections %d is negative (0 = no cap)", c.MaxConnections)
+	}
+	return nil
+}
+
+// fdLimit is this process's descriptor limit, 0 when unknown.
+func fdLimit() uint64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	return rl.Cur
+}
+
+// trackRequests tells the connection limiter which connections have a
+// request in the handler, and which have carried an authorized one.
+func trackRequests(h *api.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tc := trackedFrom(r.Context()); tc != nil {
+			tc.begin(h.Authorized(r))
+			defer tc.end()
+		}
+		h.ServeHTTP(w, r)
+	})
 }
