@@ -37,6 +37,9 @@ const (
 	ReasonSetupFailed = "setup_failed" // isolation or setup refused to run the job (exit 125)
 	ReasonExecFailed  = "exec_failed"  // the program could not be executed (126, 127)
 	ReasonRunnerLost  = "runner_lost"
+	// ReasonOutputFailed: output could not be written (disk full, I/O
+	// error); the job ran to its end, the rest of its output was dropped.
+	ReasonOutputFailed = "output_write_failed"
 	ReasonStartupLost = "runner_never_started"
 )
 
@@ -67,6 +70,7 @@ type Runner struct {
 	mu          sync.Mutex
 	conns       map[*proto.Conn]struct{}
 	sockConn    *proto.Conn // the one admitted through the socket file
+	outErr      error       // why output stopped being written (disk full…)
 	pid         int
 	startedAt   time.Time
 	isolation   string
@@ -291,10 +295,20 @@ func (r *Runner) closeTracker() {
 	if tr == nil {
 		return
 	}
+	r.mu.Lock()
+	ended := r.terminating != ""
+	r.mu.Unlock()
+	if ended {
+		// Ended on request or at a limit: nothing of the job may outlive
+		// it, and nothing is moved out of its group. The ladder emptied
+		// the tree; whatever appeared since is killed too, for as long as
+		// it takes.
+		r.killToEmpty(tr)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), leftoverWait)
 	err := tr.WaitEmpty(ctx)
 	cancel()
-	if err != nil && path != "" {
+	if err != nil && path != "" && !ended {
 		if pids, perr := tr.Pids(); perr == nil {
 			parent := filepath.Join(filepath.Dir(path), "cgroup.procs")
 			for _, pid := range pids {
@@ -307,6 +321,21 @@ func (r *Runner) closeTracker() {
 	}
 	if path != "" {
 		sweepCgroups(filepath.Dir(path))
+	}
+}
+
+// killToEmpty kills every process of the job until none is left.
+func (r *Runner) killToEmpty(tr proctree.Tracker) {
+	for {
+		_ = tr.Kill()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := tr.WaitEmpty(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		pids, _ := tr.Pids()
+		r.log.Warn("processes of an ended job survive SIGKILL: killing again", "pids", pids)
 	}
 }
 
@@ -448,7 +477,7 @@ func exitOf(ws unix.WaitStatus) (code, sig int) {
 
 func (r *Runner) running() {
 	r.mu.Lock()
-	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation}
+	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation, Cgroup: r.cgroupPath}
 	r.mu.Unlock()
 	r.broadcast(m)
 }
@@ -461,6 +490,15 @@ func (r *Runner) waitAndFinish() {
 	code, sig := exitOf(ws)
 	r.releaseForeground()
 	r.drain()
+	// A job being ended (terminate, forced delete, a limit) is over only
+	// when the ladder has emptied its tree: its end is not published, and
+	// the runner does not leave, while any process of it lives.
+	r.mu.Lock()
+	ladder := r.ladder
+	r.mu.Unlock()
+	if ladder != nil {
+		<-ladder
+	}
 	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusExited, ExitCode: &code, Signal: sig, EndedAt: time.Now().UnixNano(), Done: true}
 	m.Reason = ReasonExited
 	if sig != 0 {
@@ -482,6 +520,9 @@ func (r *Runner) waitAndFinish() {
 		m.Reason = ReasonOOM
 	}
 	m.Size = r.size.Load()
+	if err := r.outputFailed(); err != nil && r.terminating == "" {
+		m.Reason = fmt.Sprintf("%s: %v (%d bytes of output on disk, the rest dropped)", ReasonOutputFailed, err, m.Size)
+	}
 	r.publishExit(m)
 }
 
@@ -503,10 +544,32 @@ func (r *Runner) publishExit(m *proto.Msg) {
 		case <-time.After(exitAckTimeout):
 		}
 	}
-	if err := recordExit(r.spec.StateDir, r.spec.ID, m); err != nil {
-		r.log.Error("record exit", "err", err)
+	// Held and retried until the database takes it (a full disk, a
+	// locked database): an exit is never lost, and a server that comes
+	// back meanwhile may take it first (then the compare-and-set here
+	// changes nothing and succeeds).
+	wait := exitRetryMin
+	for {
+		err := recordExit(r.spec.StateDir, r.spec.ID, m)
+		if err == nil {
+			return
+		}
+		r.log.Error("record exit: will retry", "err", err, "in", wait)
+		select {
+		case <-r.exitAck:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, exitRetryMax)
 	}
 }
+
+// exitRetryMin and exitRetryMax bound the back-off between attempts to
+// record an exit no server heard.
+const (
+	exitRetryMin = 200 * time.Millisecond
+	exitRetryMax = 5 * time.Second
+)
 
 // recordExit records m through shellctl-runner-exit, beside this binary. It
 // is only on the path when no server heard the exit, so the runner itself
@@ -660,7 +723,7 @@ func (r *Runner) state() *proto.Msg {
 	if r.pid != 0 {
 		st = jobstate.StatusRunning
 	}
-	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load()}
+	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath}
 }
 
 func unixNano(t time.Time) int64 {
@@ -782,7 +845,7 @@ func (w *outWriter) Write(p []byte) (int, error) {
 			}
 		}
 	}
-	if len(p) > 0 {
+	if len(p) > 0 && w.r.outputFailed() == nil {
 		// The runner is output.log's only writer and size is where it
 		// ends: positioned writes let splice (which refuses append-mode
 		// files) share the file with Write.
@@ -791,12 +854,32 @@ func (w *outWriter) Write(p []byte) (int, error) {
 			w.r.grew(int64(m))
 		}
 		if err != nil {
-			return m, err
+			// A full disk or an I/O error: what made it to disk stays,
+			// the rest is read and dropped so the job is not blocked on
+			// its terminal or pipe, and its end records why.
+			w.r.failOutput(err)
 		}
 	}
 	// Bytes past the limit are consumed and dropped, so the job's writes do
 	// not block while the ladder ends it.
 	return n, nil
+}
+
+// failOutput records the first error writing the job's output.
+func (r *Runner) failOutput(err error) {
+	r.mu.Lock()
+	if r.outErr == nil {
+		r.outErr = err
+		r.log.Error("output cannot be written: the rest is dropped", "err", err, "on_disk", r.size.Load())
+	}
+	r.mu.Unlock()
+}
+
+// outputFailed is the error that stopped output being written, if any.
+func (r *Runner) outputFailed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outErr
 }
 
 func (r *Runner) grew(n int64) {

@@ -125,7 +125,9 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 			return
 		}
 		defer errLog.Close()
-		_, _ = io.CopyBuffer(errLog, errR, make([]byte, 64<<10))
+		// A write error (disk full) drops the rest rather than stop
+		// draining: the job must never block on a full stderr pipe.
+		_, _ = io.CopyBuffer(droppingWriter{errLog}, errR, make([]byte, 64<<10))
 	}()
 	go func() {
 		defer close(r.pumpDone)
@@ -361,7 +363,12 @@ func copyStdout(w *outWriter, src *os.File) error {
 			if serr == unix.EINVAL || serr == unix.ENOSYS {
 				break // not spliceable here: copy instead
 			}
-			return serr
+			if serr != unix.EINTR {
+				// Disk full, I/O error: w records it and drops the rest.
+				w.r.failOutput(serr)
+				break
+			}
+			continue
 		}
 		if moved == 0 {
 			return nil // end of file
@@ -419,4 +426,17 @@ func (r *Runner) startStage() error {
 	}
 	r.stage = st
 	return nil
+}
+
+// droppingWriter writes to w until a write fails, then drops everything:
+// a reader that must never stop draining (a job's stderr pipe) uses it.
+type droppingWriter struct{ w io.Writer }
+
+func (d droppingWriter) Write(p []byte) (int, error) {
+	if d.w != nil {
+		if _, err := d.w.Write(p); err != nil {
+			d.w = nil
+		}
+	}
+	return len(p), nil
 }

@@ -41,6 +41,7 @@ type Msg struct {
 	PID       int    `json:"pid,omitempty"`
 	StartedAt int64  `json:"started_at,omitempty"` // unix ns
 	Isolation string `json:"isolation,omitempty"`  // JSON of what was applied
+	Cgroup    string `json:"cgroup,omitempty"`     // the job's cgroup directory, when it has one
 	Size      int64  `json:"size,omitempty"`
 	ExitCode  *int   `json:"exit_code,omitempty"`
 	Signal    int    `json:"signal,omitempty"`
