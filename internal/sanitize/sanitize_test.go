@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,26 +23,60 @@ type goldenCase struct {
 	Want      string   `json:"want"`
 }
 
+// goldenPath is the repository's copy of the shared golden cases
+// (shared/testdata/sanitize-golden.json): the golden tests always run from
+// it, wherever the checkout sits.
+const goldenPath = "testdata/sanitize-golden.json"
+
+// sharedGoldenPath is where the shared specs sit when the checkout is beside
+// them (../shared); TestGoldenCopyIsCurrent compares the copy with it.
+var sharedGoldenPath = filepath.Join("..", "..", "..", "shared", "testdata", "sanitize-golden.json")
+
 func loadGolden(t testing.TB) []goldenCase {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "shared", "testdata", "sanitize-golden.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("golden cases not found at %s (shared/ must sit beside the repo)", path)
-	}
+	data, err := os.ReadFile(goldenPath)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the golden cases must be in the repository: %v", err)
 	}
+	cases, err := parseGolden(data)
+	if err != nil {
+		t.Fatalf("%s: %v", goldenPath, err)
+	}
+	return cases
+}
+
+func parseGolden(data []byte) ([]goldenCase, error) {
 	var doc struct {
 		Cases []goldenCase `json:"cases"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("parse %s: %v", path, err)
+		return nil, fmt.Errorf("parse golden cases: %w", err)
 	}
 	if len(doc.Cases) == 0 {
-		t.Fatalf("%s has no cases", path)
+		return nil, errors.New("no golden cases")
 	}
-	return doc.Cases
+	return doc.Cases, nil
+}
+
+// TestGoldenCopyIsCurrent: when the shared specs sit beside the checkout,
+// the repository's copy of the golden cases must equal theirs (copy it
+// again when the shared file changes). Without ../shared there is nothing
+// to compare, and TestGolden still runs from the copy.
+func TestGoldenCopyIsCurrent(t *testing.T) {
+	shared, err := os.ReadFile(sharedGoldenPath)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("no shared specs at %s to compare the copy with (TestGolden runs from %s)", sharedGoldenPath, goldenPath)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ours, shared) {
+		t.Fatalf("%s differs from %s: copy the shared file into the repository", goldenPath, sharedGoldenPath)
+	}
 }
 
 // run feeds chunks as separate Writes, then closes, and returns the output.
