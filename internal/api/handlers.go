@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -50,7 +51,9 @@ func readObject(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 		}
 		return false
 	}
-	body = bytes.TrimSpace(body)
+	// JSON's own whitespace only: a form feed or a no-break space is not
+	// JSON, and such a body is refused, not taken for an empty one.
+	body = bytes.Trim(body, " \t\r\n")
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
@@ -74,7 +77,21 @@ func validation(w http.ResponseWriter, format string, args ...any) {
 	httperr.Write(w, http.StatusUnprocessableEntity, "validation_error", fmt.Sprintf(format, args...))
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+// seconds converts a number of seconds to a duration. It saturates instead
+// of overflowing (1e300 is a very long time, not a negative one) and maps
+// NaN to 0; callers refuse NaN before they look at the duration.
+func seconds(f float64) time.Duration {
+	const limit = 1 << 33 // seconds: 272 years, well inside a Duration
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= limit:
+		return math.MaxInt64
+	case f <= -limit:
+		return math.MinInt64
+	}
+	return time.Duration(f * float64(time.Second))
+}
 
 // waitFields are the fields shared by run, wait and input.
 type waitFields struct {
@@ -106,8 +123,11 @@ func (f *waitFields) params(defTimeout time.Duration, nonPositiveIsDefault bool)
 	if f.OutputLimit != nil && *f.OutputLimit > 0 {
 		p.Limit = int(min(*f.OutputLimit, maxOutputLimit))
 	}
-	if f.IdleFlush != nil && *f.IdleFlush > 0 {
-		p.Idle = min(seconds(*f.IdleFlush), maxIdleFlush)
+	if f.IdleFlush != nil {
+		// Also the default for a value too small for a nanosecond.
+		if d := seconds(*f.IdleFlush); d > 0 {
+			p.Idle = min(d, maxIdleFlush)
+		}
 	}
 	return p
 }
@@ -304,7 +324,7 @@ func graceOf(w http.ResponseWriter, g *float64) (time.Duration, bool) {
 		return defaultGrace, true
 	}
 	d := seconds(*g)
-	if *g < 0 || d > maxGrace {
+	if math.IsNaN(*g) || *g < 0 || d > maxGrace {
 		validation(w, "grace_seconds %v is not within 0..%d", *g, int(maxGrace.Seconds()))
 		return 0, false
 	}
