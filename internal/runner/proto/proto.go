@@ -114,10 +114,19 @@ func (c *Conn) Recv() (*Msg, error) {
 	var line []byte
 	for {
 		part, err := c.r.ReadSlice('\n')
-		line = append(line, part...)
-		if len(line) > maxLine {
+		n := len(line) + len(part)
+		if n > maxLine {
 			return nil, fmt.Errorf("control message longer than %d bytes", maxLine)
 		}
+		if n > cap(line) {
+			// Doubling, never past the cap: a long line costs at most
+			// twice its length in all (append's growth would cost five
+			// times and overshoot the cap).
+			grown := make([]byte, len(line), min(max(2*cap(line), n), maxLine))
+			copy(grown, line)
+			line = grown
+		}
+		line = append(line, part...)
 		if err == bufio.ErrBufferFull {
 			continue
 		}
