@@ -187,10 +187,18 @@ func fxDescAll(pids []int) string {
 	return strings.Join(d, ", ")
 }
 
-// fxRunnerPID finds the shellctl-runner of a job: its argv holds
-// --job-id <id> (shellctl-runner-exit has the same flag, so the program
-// name is checked too).
-func fxRunnerPID(id string) int {
+// fxRunnerPID is the runner of a job, as the server recorded it and while
+// it still runs our runner binary; 0 when there is none. The pid to signal
+// when a test kills a runner.
+func fxRunnerPID(s *server, id string) int {
+	return recordedRunnerPID(s.StateDir, id)
+}
+
+// fxRunnerSeen looks for a live shellctl-runner whose argv holds --job-id
+// <id>, whether or not the server recorded it (one started just before a
+// server was killed may not be). It only observes, for assertions: nothing
+// is ever signalled by what it finds.
+func fxRunnerSeen(id string) int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -257,18 +265,11 @@ func fxFollow(t *testing.T, s *server, id string, offset int64) (*client.JobResu
 	}
 }
 
-// fxJobDir makes a directory for one job; at the end of the test every
-// process still working in it is killed (some tests orphan processes on
-// purpose, e.g. by killing a runner).
+// fxJobDir makes a directory for one job. What a test leaves running in it
+// (some orphan processes on purpose, e.g. by killing a runner) is ended
+// with its server's cgroup when the test ends (server.cleanupJobs).
 func fxJobDir(t *testing.T) string {
-	dir := t.TempDir()
-	t.Cleanup(func() {
-		for _, p := range fxProcsIn(dir) {
-			syscall.Kill(p, syscall.SIGCONT)
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-	})
-	return dir
+	return t.TempDir()
 }
 
 // fxStart runs script in a fresh directory and answers after timeout.
@@ -536,7 +537,7 @@ func TestFaultRunnerSIGKILLIsLost(t *testing.T) {
 			res, dir := fxStart(t, s, mode, `echo $$ > pid; sleep 300`, 0.2)
 			pid := fxReadPID(t, filepath.Join(dir, "pid"))
 			var rpid int
-			fxEventually(t, 5*time.Second, "runner process", func() bool { rpid = fxRunnerPID(res.JobID); return rpid != 0 })
+			fxEventually(t, 5*time.Second, "runner process", func() bool { rpid = fxRunnerPID(s, res.JobID); return rpid != 0 })
 			if err := syscall.Kill(rpid, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -592,7 +593,7 @@ func TestFaultJobSIGHUPNotIgnored(t *testing.T) {
 	// A pty job whose runner dies gets the hangup of its terminal.
 	res, dir := fxStart(t, s, "pty", `echo $$ > pid; sleep 300`, 0.2)
 	pid := fxReadPID(t, filepath.Join(dir, "pid"))
-	rpid := fxRunnerPID(res.JobID)
+	rpid := fxRunnerPID(s, res.JobID)
 	if rpid == 0 {
 		t.Fatal("no runner")
 	}
@@ -699,7 +700,7 @@ func TestFaultNohupChildSurvivesNormalEnd(t *testing.T) {
 			}
 			fxWantReason(t, s, res.JobID, runner.ReasonExited)
 			// Still there a moment after the job is done (and its runner gone).
-			fxEventually(t, 5*time.Second, "runner to exit", func() bool { return fxRunnerPID(res.JobID) == 0 })
+			fxEventually(t, 5*time.Second, "runner to exit", func() bool { return fxRunnerSeen(res.JobID) == 0 })
 			time.Sleep(200 * time.Millisecond)
 			if !fxAlive(pid) {
 				t.Fatalf("nohup child %d killed when the job ended by itself", pid)
@@ -790,7 +791,7 @@ func terminateAnswersAfterLastExit(t *testing.T, args []string) {
 				}
 				if esc {
 					row, rerr := fxRowOf(s.StateDir, j.id)
-					d += fmt.Sprintf(" [row %s/%s %v, runner pid now %d]", row.status, row.reason, rerr, fxRunnerPID(j.id))
+					d += fmt.Sprintf(" [row %s/%s %v, runner pid now %d]", row.status, row.reason, rerr, fxRunnerSeen(j.id))
 					escaped = append(escaped, d)
 				} else if d != "" {
 					early = append(early, d)
@@ -945,7 +946,7 @@ func TestFaultServerKilledDuringRunBurst(t *testing.T) {
 				case st == "exited" && !ran:
 					t.Errorf("job %s exited but its script never ran", id)
 				}
-				if p := fxRunnerPID(id); p != 0 {
+				if p := fxRunnerSeen(id); p != 0 {
 					t.Errorf("runner %d of finished job %s (%s) still runs", p, id, st)
 				}
 			}
@@ -987,7 +988,7 @@ func TestFaultHundredMiBOutput(t *testing.T) {
 						maxServer = rss
 					}
 					if rpid == 0 {
-						rpid = fxRunnerPID(res.JobID)
+						rpid = fxRunnerSeen(res.JobID)
 					}
 					if rpid != 0 {
 						if rss := fxRSSKB(rpid); rss > maxRunner {

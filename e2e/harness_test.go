@@ -64,6 +64,11 @@ type server struct {
 	c        *client.Client
 	done     chan struct{}
 	races    atomic.Int32 // data races the server reported (SHELLCTL_E2E_RACE)
+	// group is the cgroup the server runs in (nil where the machine has no
+	// cgroup v2 the test can write); see procs_test.go.
+	group      *e2eGroup
+	noGroup    bool
+	startTicks uint64 // start time of the first server process, clock ticks since boot
 }
 
 type serverOpts struct {
@@ -109,10 +114,23 @@ func (s *server) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.group == nil && !s.noGroup {
+		if s.group, err = newE2EGroup(); err != nil {
+			t.Logf("servers run without a cgroup of their own (%v): cleanup ends the PIDs they recorded", err)
+			s.noGroup = true
+		}
+	}
+	if s.group != nil {
+		// Started straight into its group (clone3 CLONE_INTO_CGROUP).
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: s.group.leafFD}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	s.cmd = cmd
+	if s.startTicks == 0 {
+		s.startTicks = procStartTicks(cmd.Process.Pid)
+	}
 	s.done = make(chan struct{})
 	urlCh := make(chan string, 1)
 	go func() {
@@ -210,10 +228,16 @@ func (s *server) checkRaces() {
 }
 
 // cleanupJobs kills every runner and job left by a test (their runners
-// outlive the server by design).
+// outlive the server by design): the server's whole cgroup, or where there
+// is none the PIDs the server recorded (see procs_test.go). Never by name.
 func (s *server) cleanupJobs() {
-	out, _ := exec.Command("pkill", "-KILL", "-f", "--", "--state-dir "+s.StateDir).CombinedOutput()
-	_ = out
+	if s.group == nil {
+		s.killRecorded()
+		return
+	}
+	if err := s.group.kill(); err != nil {
+		s.t.Error(err)
+	}
 }
 
 func ctx(t *testing.T) context.Context {

@@ -38,7 +38,21 @@ func validation(w http.ResponseWriter, format string, args ...any) {
 	httperr.Write(w, http.StatusUnprocessableEntity, "validation_error", fmt.Sprintf(format, args...))
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+// seconds converts a number of seconds to a duration. It saturates instead
+// of overflowing (1e300 is a very long time, not a negative one) and maps
+// NaN to 0; callers refuse NaN before they look at the duration.
+func seconds(f float64) time.Duration {
+	const limit = 1 << 33 // seconds: 272 years, well inside a Duration
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= limit:
+		return math.MaxInt64
+	case f <= -limit:
+		return math.MinInt64
+	}
+	return time.Duration(f * float64(time.Second))
+}
 
 // capSeconds converts a number of seconds already known to be finite,
 // capped at max before the conversion (a huge value would overflow).
@@ -77,7 +91,8 @@ func (f *waitFields) params(defTimeout time.Duration, nonPositiveIsDefault bool)
 	if f.OutputLimit != nil && *f.OutputLimit > 0 {
 		p.Limit = int(min(*f.OutputLimit, maxOutputLimit))
 	}
-	if f.IdleFlush != nil && *f.IdleFlush > 0 {
+	// A value too small for a nanosecond takes the default too.
+	if f.IdleFlush != nil && *f.IdleFlush > 0 && capSeconds(*f.IdleFlush, maxIdleFlush) > 0 {
 		p.Idle = capSeconds(*f.IdleFlush, maxIdleFlush)
 	}
 	return p

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,26 +23,60 @@ type goldenCase struct {
 	Want      string   `json:"want"`
 }
 
+// goldenPath is the repository's copy of the shared golden cases
+// (shared/testdata/sanitize-golden.json): the golden tests always run from
+// it, wherever the checkout sits.
+const goldenPath = "testdata/sanitize-golden.json"
+
+// sharedGoldenPath is where the shared specs sit when the checkout is beside
+// them (../shared); TestGoldenCopyIsCurrent compares the copy with it.
+var sharedGoldenPath = filepath.Join("..", "..", "..", "shared", "testdata", "sanitize-golden.json")
+
 func loadGolden(t testing.TB) []goldenCase {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "shared", "testdata", "sanitize-golden.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("golden cases not found at %s (shared/ must sit beside the repo)", path)
-	}
+	data, err := os.ReadFile(goldenPath)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the golden cases must be in the repository: %v", err)
 	}
+	cases, err := parseGolden(data)
+	if err != nil {
+		t.Fatalf("%s: %v", goldenPath, err)
+	}
+	return cases
+}
+
+func parseGolden(data []byte) ([]goldenCase, error) {
 	var doc struct {
 		Cases []goldenCase `json:"cases"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("parse %s: %v", path, err)
+		return nil, fmt.Errorf("parse golden cases: %w", err)
 	}
 	if len(doc.Cases) == 0 {
-		t.Fatalf("%s has no cases", path)
+		return nil, errors.New("no golden cases")
 	}
-	return doc.Cases
+	return doc.Cases, nil
+}
+
+// TestGoldenCopyIsCurrent: when the shared specs sit beside the checkout,
+// the repository's copy of the golden cases must equal theirs (copy it
+// again when the shared file changes). Without ../shared there is nothing
+// to compare, and TestGolden still runs from the copy.
+func TestGoldenCopyIsCurrent(t *testing.T) {
+	shared, err := os.ReadFile(sharedGoldenPath)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("no shared specs at %s to compare the copy with (TestGolden runs from %s)", sharedGoldenPath, goldenPath)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ours, shared) {
+		t.Fatalf("%s differs from %s: copy the shared file into the repository", goldenPath, sharedGoldenPath)
+	}
 }
 
 // run feeds chunks as separate Writes, then closes, and returns the output.
@@ -483,31 +518,50 @@ func checkClean(t *testing.T, out []byte) {
 	}
 }
 
+// FuzzSanitize: for any input, split into Writes at any points (cuts gives
+// the length of each Write, 0 an empty Write, cycling), the output equals
+// that of one Write and of byte-by-byte Writes; it is valid UTF-8 with no
+// control byte but \n and \t; it is at most three bytes per input byte
+// (U+FFFD per invalid byte); and printable ASCII passes unchanged.
 func FuzzSanitize(f *testing.F) {
-	f.Add([]byte("hello\nworld\n"), uint16(3))
-	f.Add([]byte("\x1b[31mred\x1b[0m\r\n10%\r50%\r100%\n"), uint16(1))
-	f.Add([]byte("\x1b]0;t\x07\x1bP1\x1b\\\x1b(B\xe4\xb8\x96\xff\xfe\r"), uint16(2))
-	f.Add([]byte("a\xe4\xb8\x1b[1mb\tc\x00\x7f"), uint16(5))
-	f.Fuzz(func(t *testing.T, in []byte, step uint16) {
+	f.Add([]byte("hello\nworld\n"), []byte{3})
+	f.Add([]byte("\x1b[31mred\x1b[0m\r\n10%\r50%\r100%\n"), []byte{1, 0, 2})
+	f.Add([]byte("\x1b]0;t\x07\x1bP1\x1b\\\x1b(B\xe4\xb8\x96\xff\xfe\r"), []byte{2, 5})
+	f.Add([]byte("a\xe4\xb8\x1b[1mb\tc\x00\x7f"), []byte{5, 1})
+	f.Fuzz(func(t *testing.T, in, cuts []byte) {
 		whole := run(t, in)
 		checkClean(t, []byte(whole))
-		// Chunked at a fuzz-chosen, varying step.
+		if len(whole) > 3*len(in) {
+			t.Fatalf("%d bytes of output for %d of input", len(whole), len(in))
+		}
 		var chunks [][]byte
-		st := int(step%17) + 1
-		for rest := in; len(rest) > 0; st = st%13 + 1 {
-			k := min(st, len(rest))
-			chunks = append(chunks, rest[:k])
-			rest = rest[k:]
+		for rest, k := in, 0; len(rest) > 0; k++ {
+			n := 1
+			if len(cuts) > 0 {
+				n = min(int(cuts[k%len(cuts)]), len(rest))
+				if n == 0 && k > 4*len(in)+len(cuts) {
+					n = 1 // only zeros: make progress
+				}
+			}
+			chunks = append(chunks, rest[:n])
+			rest = rest[n:]
 		}
 		if got := run(t, chunks...); got != whole {
-			t.Fatalf("chunked %q != whole %q", got, whole)
+			t.Fatalf("split %v: %q != whole %q", chunkLens(chunks), got, whole)
 		}
 		if got := run(t, bytewise(in)...); got != whole {
 			t.Fatalf("bytewise %q != whole %q", got, whole)
 		}
-		// Printable ASCII without controls passes through unchanged.
 		if !bytes.ContainsFunc(in, func(r rune) bool { return r < 0x20 || r >= 0x7f }) && whole != string(in) {
 			t.Fatalf("plain text changed: %q -> %q", in, whole)
 		}
 	})
+}
+
+func chunkLens(chunks [][]byte) []int {
+	n := make([]int, len(chunks))
+	for i, c := range chunks {
+		n[i] = len(c)
+	}
+	return n
 }

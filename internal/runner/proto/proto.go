@@ -126,8 +126,17 @@ func (c *Conn) Recv() (*Msg, error) {
 	var line []byte
 	for {
 		part, err := c.r.ReadSlice('\n')
-		if len(line)+len(part) > c.max {
+		n := len(line) + len(part)
+		if n > c.max {
 			return nil, fmt.Errorf("control message longer than %d bytes", c.max)
+		}
+		if n > cap(line) {
+			// Doubling, never past the cap: a long line costs at most
+			// twice its length in all (append's growth would cost five
+			// times and overshoot the cap).
+			grown := make([]byte, len(line), min(max(2*cap(line), n), c.max))
+			copy(grown, line)
+			line = grown
 		}
 		line = append(line, part...)
 		if err == bufio.ErrBufferFull {
