@@ -31,7 +31,7 @@ func BenchmarkSave(b *testing.B) {
 	var st SaveStats
 	for b.Loop() {
 		var err error
-		st, err = Save(context.Background(), io.Discard, home, nil, "")
+		st, err = Save(context.Background(), io.Discard, home, SaveOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func BenchmarkSave(b *testing.B) {
 func BenchmarkRestore(b *testing.B) {
 	home := benchHome(b)
 	var archive bytes.Buffer
-	if _, err := Save(context.Background(), &archive, home, nil, ""); err != nil {
+	if _, err := Save(context.Background(), &archive, home, SaveOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	dest := filepath.Join(b.TempDir(), "dest")
@@ -59,7 +59,7 @@ func BenchmarkRestore(b *testing.B) {
 		}
 		b.StartTimer()
 		var err error
-		st, err = Restore(context.Background(), bytes.NewReader(archive.Bytes()), dest)
+		st, err = Restore(context.Background(), bytes.NewReader(archive.Bytes()), dest, RestoreOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
