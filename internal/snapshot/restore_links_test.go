@@ -2,10 +2,14 @@ package snapshot
 
 import (
 	"archive/tar"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -266,5 +270,91 @@ func TestRestoreDoesNotWriteThroughHardLinkInHome(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(home, "x")); string(b) != "pwned" {
 		t.Errorf("x: %q", b)
+	}
+}
+
+// TestRestoreIntoUnreadableExistingDir: an existing directory that the
+// archive lists but the server may not read (mode 000) still receives its
+// entries and then gets the archive's mode. Root reads everything, so as
+// root the test runs itself again as nobody (uid 65534).
+func TestRestoreIntoUnreadableExistingDir(t *testing.T) {
+	home := os.Getenv("SNAPSHOT_TEST_UNREADABLE_HOME")
+	if home == "" && os.Getuid() == 0 {
+		runAsNobody(t)
+		return
+	}
+	if home == "" {
+		home = t.TempDir()
+	}
+	locked := filepath.Join(home, "locked")
+	writeFile(t, filepath.Join(locked, "old"), "kept", 0o644)
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(locked, 0o755)
+	data := makeArchive(t, ent{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "locked/", Mode: 0o750}}, file("locked/new", "new"))
+	if _, err := Restore(t.Context(), bytes.NewReader(data), home, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(locked)
+	if err != nil || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("locked: %v %v, want mode 750", fi, err)
+	}
+	for name, want := range map[string]string{"old": "kept", "new": "new"} {
+		if b, err := os.ReadFile(filepath.Join(locked, name)); err != nil || string(b) != want {
+			t.Errorf("locked/%s: %q %v", name, b, err)
+		}
+	}
+}
+
+// runAsNobody runs the calling test again in a copy of the test binary as
+// uid and gid 65534, in a Home that user owns.
+func runAsNobody(t *testing.T) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "snapshot-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "snapshot.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^"+t.Name()+"$", "-test.v")
+	cmd.Env = []string{"SNAPSHOT_TEST_UNREADABLE_HOME=" + home, "HOME=" + home, "TMPDIR=" + home}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
+}
+
+// TestRestoreRefusesHomeThatIsStateDir: when Home itself is the state dir
+// (under any name), nothing is restored, and the error is not the
+// archive's fault.
+func TestRestoreRefusesHomeThatIsStateDir(t *testing.T) {
+	home := t.TempDir()
+	alias := filepath.Join(t.TempDir(), "alias")
+	if err := os.Symlink(home, alias); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Restore(t.Context(), bytes.NewReader(makeArchive(t, file("f", "x"))), home, RestoreOptions{StateDir: alias})
+	if err == nil || errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "state dir") {
+		t.Fatalf("err = %v, want an error saying Home is the state dir", err)
+	}
+	if _, err := os.Lstat(filepath.Join(home, "f")); err == nil {
+		t.Error("f restored into the state dir")
 	}
 }

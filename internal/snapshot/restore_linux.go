@@ -84,7 +84,7 @@ func newExtractor(ctx context.Context, src *sourceReader, home, stateDir string)
 		x.stateID, x.hasState = *id, true
 		if x.isState(fd) {
 			x.close()
-			return nil, fmt.Errorf("Home %s is the server's state dir %s: nothing can be restored into it", home, stateDir)
+			return nil, fmt.Errorf("restore into %s: it is the server's state dir (%s); choose a state dir outside Home", home, stateDir)
 		}
 	}
 	return x, nil
