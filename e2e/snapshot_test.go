@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/shellctl/shellctl/internal/client"
 )
@@ -98,5 +102,74 @@ func TestSnapshotBadTimeoutRefusesToStart(t *testing.T) {
 			cmd.Process.Kill()
 			t.Errorf("SHELLCTL_SNAPSHOT_TIMEOUT=%q: serve started", v)
 		}
+	}
+}
+
+// Issue 10 item 4, against a real server whose state dir is in its Home:
+// an archive that makes its own alias of the state dir (`sd ->
+// .local/share/shellctl`) and then names the database through it is
+// refused, the database is the same file with the same bytes, nothing is
+// planted next to it, and the server still restarts on it with its jobs.
+func TestSnapshotRestoreAliasLeavesStateDirAlone(t *testing.T) {
+	home := t.TempDir()
+	state := filepath.Join(home, ".local", "share", "shellctl")
+	s := startServer(t, serverOpts{token: "snap-token", home: home, stateDir: state})
+	res, _ := s.runDone(t, client.RunRequest{Script: "echo before the restore"})
+	// A clean stop, so the database file is complete and quiet while it is
+	// compared; then the same server again, the one under attack.
+	s.kill(syscall.SIGTERM)
+	db := filepath.Join(state, "shellctl.db")
+	before, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fiBefore, _ := os.Stat(db)
+	s.start()
+
+	var raw bytes.Buffer
+	zw, _ := zstd.NewWriter(&raw)
+	tw := tar.NewWriter(zw)
+	for _, h := range []tar.Header{
+		{Typeflag: tar.TypeSymlink, Name: "sd", Linkname: ".local/share/shellctl"},
+		{Typeflag: tar.TypeReg, Name: "sd/shellctl.db", Mode: 0o600, Size: 5},
+		{Typeflag: tar.TypeReg, Name: "sd/planted", Mode: 0o600, Size: 5},
+	} {
+		tw.WriteHeader(&h)
+		if h.Size > 0 {
+			tw.Write([]byte("pwned"))
+		}
+	}
+	tw.Close()
+	zw.Close()
+	st, body, err := s.c.Do(ctx(t), "POST", "/v1/snapshot/restore", raw.Bytes())
+	if err != nil || st != 400 || !strings.Contains(string(body), `"archive_malformed"`) || !strings.Contains(string(body), "symbolic link") {
+		t.Errorf("restore through an alias = %d %s %v, want 400 archive_malformed naming the link", st, body, err)
+	}
+
+	s.kill(syscall.SIGTERM)
+	after, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fiAfter, _ := os.Stat(db); !os.SameFile(fiBefore, fiAfter) {
+		t.Errorf("the database file was replaced by another one")
+	}
+	if !bytes.Equal(before, after) {
+		t.Errorf("database bytes changed (%d bytes before, %d after; %q)", len(before), len(after), after[:min(len(after), 16)])
+	}
+	if _, err := os.Lstat(filepath.Join(state, "planted")); err == nil {
+		t.Errorf("a file was planted in the state dir")
+	}
+	s.start()
+	list, err := s.c.List(ctx(t), "", 10)
+	if err != nil {
+		t.Fatalf("list after restart: %v", err)
+	}
+	found := false
+	for _, j := range list {
+		found = found || j.JobID == res.JobID
+	}
+	if !found {
+		t.Errorf("the job run before the restore is gone after a restart: %+v", list)
 	}
 }

@@ -119,7 +119,7 @@ func errCode(t *testing.T, b []byte) string {
 func saveArchive(t *testing.T, home string, excludes []string, stateDir string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := Save(context.Background(), &buf, home, excludes, stateDir); err != nil {
+	if _, err := Save(context.Background(), &buf, home, SaveOptions{Excludes: excludes, StateDir: stateDir}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

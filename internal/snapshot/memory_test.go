@@ -122,7 +122,7 @@ func TestMemoryBounded(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err := Save(context.Background(), f, home, nil, ""); err != nil {
+		if _, err := Save(context.Background(), f, home, SaveOptions{}); err != nil {
 			f.Close()
 			return err
 		}
@@ -134,7 +134,7 @@ func TestMemoryBounded(t *testing.T) {
 			return err
 		}
 		defer f.Close()
-		st, err := Restore(context.Background(), f, dst)
+		st, err := Restore(context.Background(), f, dst, RestoreOptions{})
 		if err == nil && st.BytesWritten < 400<<20 {
 			err = fmt.Errorf("restored only %d bytes", st.BytesWritten)
 		}

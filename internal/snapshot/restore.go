@@ -7,13 +7,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -33,28 +28,38 @@ type RestoreStats struct {
 	BytesWritten int64 `json:"bytes_written"` // bytes of file contents written
 }
 
-// Restore extracts the tar+zstd archive read from r into home. Every path is
-// resolved through an os.Root of home, so nothing outside it is ever
-// written. Unsafe or invalid input (absolute names, "..", writes through
-// symlinks that lead outside, hard links to outside, device nodes, FIFOs,
-// sparse or unknown entries, input that is not zstd, a zstd window over
-// MaxWindow) fails with an error wrapping ErrMalformed; other failures are
-// environmental. Not transactional: on error, home may be partly restored.
-func Restore(ctx context.Context, r io.Reader, home string) (RestoreStats, error) {
-	return restore(ctx, r, home, "")
+// RestoreOptions are the choices of a restore; the zero value suits a
+// restore into a Home that holds no state of a server.
+type RestoreOptions struct {
+	// StateDir is the server's state directory. When it lies inside Home
+	// (under any name: it is recognised by device and inode), nothing is
+	// written into it, linked into it or linked to it: entries of the
+	// archive there are skipped.
+	StateDir string
 }
 
-// restore is Restore that also leaves alone protectDir (the server's state
-// dir) when it lies inside home: an archive must not overwrite the live
-// database, nor hard-link its files into reach.
-func restore(ctx context.Context, r io.Reader, home, protectDir string) (RestoreStats, error) {
-	root, err := openHome(home)
+// Restore extracts the tar+zstd archive read from r into home.
+//
+// Every path is opened one component at a time from a handle of home,
+// never following a symlink: a symlink entry is created as a link and
+// never traversed, and an entry whose path goes through a symlink (the
+// archive's own or one already in Home, wherever it points) is refused.
+// So nothing outside home is ever written, and no directory of home can be
+// reached under another name. Unsafe or invalid input (absolute names,
+// "..", paths through symlinks, hard links to outside or to a directory,
+// device nodes, FIFOs, sparse or unknown entries, input that is not zstd, a
+// zstd window over MaxWindow) fails with an error wrapping ErrMalformed;
+// other failures are environmental. Existing files are replaced (removed
+// and created again, never written through); other files are kept. Not
+// transactional: on error, home may be partly restored.
+func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions) (RestoreStats, error) {
+	src := &sourceReader{r: r}
+	x, err := newExtractor(ctx, src, home, opts.StateDir)
 	if err != nil {
 		return RestoreStats{}, err
 	}
-	defer root.Close()
+	defer x.close()
 
-	src := &sourceReader{r: r}
 	dec, err := zstd.NewReader(src,
 		zstd.WithDecoderMaxWindow(MaxWindow),
 		zstd.WithDecoderConcurrency(decoderConcurrency),
@@ -64,15 +69,6 @@ func restore(ctx context.Context, r io.Reader, home, protectDir string) (Restore
 	}
 	defer dec.Close()
 
-	x := &extractor{
-		ctx:     ctx,
-		root:    root,
-		src:     src,
-		buf:     make([]byte, copyBufferSize),
-		protect: relativeInside(home, protectDir),
-		umask:   processUmask(),
-	}
-	defer x.closeDirs()
 	tr := tar.NewReader(dec)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -83,48 +79,42 @@ func restore(ctx context.Context, r io.Reader, home, protectDir string) (Restore
 			break
 		}
 		if err != nil {
-			return x.stats, x.readErr("read archive", err)
+			return x.stats, readErr(ctx, src, "read archive", err)
 		}
-		if err := x.entry(hdr, tr); err != nil {
+		name, skip, err := checkEntry(hdr)
+		if err != nil {
 			return x.stats, err
 		}
+		if skip {
+			continue
+		}
+		err = x.entry(hdr, name, tr)
+		if errors.Is(err, errStateDir) {
+			continue // the server's own state: left alone
+		}
+		if err != nil {
+			return x.stats, err
+		}
+		x.stats.Entries++
 	}
 	// Read the rest of the stream (the tar padding and the end of the zstd
 	// frame) so its checksum is verified: a corrupt or truncated stream is
 	// an error even when the tar end marker came through.
 	if _, err := io.CopyBuffer(io.Discard, dec, x.buf); err != nil {
-		return x.stats, x.readErr("read archive end", err)
+		return x.stats, readErr(ctx, src, "read archive end", err)
 	}
 	if src.bytes() == 0 {
 		return x.stats, fmt.Errorf("%w: empty body", ErrMalformed)
 	}
-	if err := x.leave(""); err != nil {
+	if err := x.finish(); err != nil {
 		return x.stats, err
 	}
 	return x.stats, nil
 }
 
-// relativeInside returns dir relative to home when it lies strictly inside
-// it, else "".
-func relativeInside(home, dir string) string {
-	if dir == "" {
-		return ""
-	}
-	abs := func(p string) string {
-		if a, err := filepath.Abs(p); err == nil {
-			p = a
-		}
-		if e, err := filepath.EvalSymlinks(p); err == nil {
-			p = e
-		}
-		return p
-	}
-	rel, err := filepath.Rel(abs(home), abs(dir))
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
-		return ""
-	}
-	return filepath.ToSlash(rel)
-}
+// errStateDir says an entry lies in the server's state dir (or is a hard
+// link to a file there): it is skipped, not an error.
+var errStateDir = errors.New("inside the server's state dir")
 
 // sourceReader remembers the first error of the request body, so a decoder
 // error can be told apart: caused by the transport (environmental) or by
@@ -160,52 +150,15 @@ func (s *sourceReader) bytes() int64 {
 	return s.n
 }
 
-type pendingDir struct {
-	name  string
-	perm  fs.FileMode
-	mtime time.Time
-	root  *os.Root // the directory itself, for one-step access to its children
-}
-
-type extractor struct {
-	ctx     context.Context
-	root    *os.Root
-	src     *sourceReader
-	buf     []byte
-	protect string
-	umask   fs.FileMode // bits the kernel takes from the mode of created files
-	stats   RestoreStats
-	// dirs is the chain of directories the archive is inside of, outermost
-	// first. A directory's mode and time are applied when the archive
-	// leaves it, so deepest first and after its children: a read-only
-	// directory still receives them. Our archives (and tar's) list a
-	// directory's subtree right after it, so this holds the current depth
-	// only, not every directory of Home.
-	dirs []pendingDir
-}
-
 // readErr classifies an error met while reading the archive.
-func (x *extractor) readErr(what string, err error) error {
-	if terr := x.src.transportErr(); terr != nil {
+func readErr(ctx context.Context, src *sourceReader, what string, err error) error {
+	if terr := src.transportErr(); terr != nil {
 		return fmt.Errorf("%s: read request body: %w", what, terr)
 	}
-	if cerr := x.ctx.Err(); cerr != nil {
+	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %w", what, cerr)
 	}
 	return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
-}
-
-// fsErr classifies an error of an os.Root operation. Names were checked
-// before (no absolute names, no ".."), so an error that is not an errno can
-// only be os.Root refusing a path that escapes Home through a symlink: the
-// archive's fault. ELOOP and ENOTDIR come from the archive's own symlinks
-// and files standing where it then wants directories.
-func fsErr(what string, err error) error {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) || errno == syscall.ELOOP || errno == syscall.ENOTDIR {
-		return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
 }
 
 func malformed(format string, args ...any) error {
@@ -238,10 +191,6 @@ func cleanName(name string) (string, error) {
 	return strings.Join(kept, "/"), nil
 }
 
-func (x *extractor) protected(name string) bool {
-	return x.protect != "" && (name == x.protect || strings.HasPrefix(name, x.protect+"/"))
-}
-
 func isSparse(hdr *tar.Header) bool {
 	if hdr.Typeflag == tar.TypeGNUSparse {
 		return true
@@ -254,285 +203,72 @@ func isSparse(hdr *tar.Header) bool {
 	return false
 }
 
-func (x *extractor) entry(hdr *tar.Header, tr *tar.Reader) error {
+// checkEntry refuses the entry types restore does not accept and returns
+// the entry's name relative to Home; skip is true for entries that change
+// nothing (a global header, Home's own directory entry).
+func checkEntry(hdr *tar.Header) (name string, skip bool, err error) {
 	if hdr.Typeflag == tar.TypeXGlobalHeader {
-		return nil // metadata for the whole archive (git archive writes one)
+		return "", true, nil // metadata for the whole archive (git archive writes one)
 	}
 	if isSparse(hdr) {
-		return malformed("entry %q: sparse files are not accepted", hdr.Name)
+		return "", false, malformed("entry %q: sparse files are not accepted", hdr.Name)
 	}
 	switch hdr.Typeflag {
 	case tar.TypeChar, tar.TypeBlock:
-		return malformed("entry %q: device node", hdr.Name)
+		return "", false, malformed("entry %q: device node", hdr.Name)
 	case tar.TypeFifo:
-		return malformed("entry %q: FIFO", hdr.Name)
+		return "", false, malformed("entry %q: FIFO", hdr.Name)
 	case tar.TypeReg, tar.TypeRegA, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
 	default:
-		return malformed("entry %q: unsupported entry type %q", hdr.Name, string(hdr.Typeflag))
+		return "", false, malformed("entry %q: unsupported entry type %q", hdr.Name, string(hdr.Typeflag))
 	}
-	name, err := cleanName(hdr.Name)
+	name, err = cleanName(hdr.Name)
 	if err != nil {
-		return err
+		return "", false, err
 	}
 	if name == "" {
 		if hdr.Typeflag == tar.TypeDir {
-			return nil // "./": Home itself, which restore does not change
+			return "", true, nil // "./": Home itself, which restore does not change
 		}
-		return malformed("entry %q: not a directory but names Home itself", hdr.Name)
+		return "", false, malformed("entry %q: not a directory but names Home itself", hdr.Name)
 	}
-	if x.protected(name) {
-		return nil
-	}
-	if hdr.Typeflag == tar.TypeLink {
-		if target, err := cleanName(hdr.Linkname); err == nil && x.protected(target) {
-			return nil // a name for the server's own files would escape its protection
-		}
-	}
-	if err := x.leave(name); err != nil {
-		return err
-	}
-	perm := fs.FileMode(hdr.Mode) & fs.ModePerm // setuid, setgid, sticky dropped
 	switch hdr.Typeflag {
-	case tar.TypeDir:
-		err = x.mkdir(name, perm, hdr.ModTime)
-	case tar.TypeReg, tar.TypeRegA:
-		err = x.writeFile(name, perm, hdr.ModTime, hdr.Size, tr)
 	case tar.TypeSymlink:
-		err = x.symlink(name, hdr.Linkname)
+		if hdr.Linkname == "" {
+			return "", false, malformed("symlink %q with an empty target", hdr.Name)
+		}
+		if strings.ContainsRune(hdr.Linkname, 0) {
+			return "", false, malformed("symlink %q: NUL in target", hdr.Name)
+		}
 	case tar.TypeLink:
-		err = x.link(name, hdr.Linkname)
-	}
-	if err != nil {
-		return err
-	}
-	x.stats.Entries++
-	return nil
-}
-
-// leave applies the mode and time of every pending directory that name is
-// not inside of, deepest first ("" leaves them all).
-func (x *extractor) leave(name string) error {
-	for len(x.dirs) > 0 {
-		top := x.dirs[len(x.dirs)-1]
-		if name != "" && strings.HasPrefix(name, top.name+"/") {
-			return nil
-		}
-		x.dirs = x.dirs[:len(x.dirs)-1]
-		// Through the directory's own handle: no path is resolved again.
-		// Should a later entry have replaced the directory (only possible
-		// once it is empty), the handle names the removed one, and setting
-		// its mode is harmless.
-		err := top.root.Chmod(".", top.perm)
-		if err == nil {
-			err = top.root.Chtimes(".", top.mtime, top.mtime)
-		}
-		top.root.Close()
+		target, err := cleanName(hdr.Linkname)
 		if err != nil {
-			return fsErr(fmt.Sprintf("set mode and time of %q", top.name), err)
+			return "", false, malformed("hard link %q: target %q is outside Home", hdr.Name, hdr.Linkname)
+		}
+		if target == "" {
+			return "", false, malformed("hard link %q to Home itself", hdr.Name)
 		}
 	}
-	return nil
+	return name, false, nil
 }
 
-// mkParents creates the missing parents of name, for archives that do not
-// list every directory.
-func (x *extractor) mkParents(name string) error {
-	if dir := path.Dir(name); dir != "." {
-		if err := x.root.MkdirAll(dir, 0o755); err != nil {
-			return fsErr(fmt.Sprintf("create parents of %q", name), err)
-		}
-	}
-	return nil
+// entryPerm is the permission bits of an entry: setuid, setgid and sticky
+// are dropped.
+func entryPerm(hdr *tar.Header) uint32 {
+	return uint32(fs.FileMode(hdr.Mode) & fs.ModePerm)
 }
 
-// replace removes what stands at name (a file, a symlink or an empty
-// directory) so the entry can take its place. A symlink is removed, never
-// followed.
-func (x *extractor) replace(name string) error {
-	fi, err := x.root.Lstat(name)
-	if err != nil {
-		return fsErr(fmt.Sprintf("stat %q", name), err)
+// splitName splits a cleaned name into its directory ("" for Home) and its
+// last component.
+func splitName(name string) (dir, base string) {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		return name[:i], name[i+1:]
 	}
-	if err := x.root.Remove(name); err != nil {
-		if fi.IsDir() {
-			return fmt.Errorf("replace directory %q: %w", name, err)
-		}
-		return fsErr(fmt.Sprintf("replace %q", name), err)
-	}
-	return nil
+	return "", name
 }
 
-// create runs op, the creation of name; it makes room when something is in
-// the way and creates missing parents, then tries once more.
-func (x *extractor) create(name string, op func() error) error {
-	err := op()
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fs.ErrExist):
-		if err := x.replace(name); err != nil {
-			return err
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		if err := x.mkParents(name); err != nil {
-			return err
-		}
-	default:
-		return fsErr(fmt.Sprintf("create %q", name), err)
-	}
-	if err := op(); err != nil {
-		return fsErr(fmt.Sprintf("create %q", name), err)
-	}
-	return nil
-}
-
-// parent returns the handle through which name's last component is best
-// reached, and that component. Opening "a/b/c/f" through the root of Home
-// costs one openat per component; through the already open "a/b/c" it
-// costs one, which keeps restore as fast as tar on trees of small files.
-// The handle is an os.Root too, so the kernel-enforced confinement is the
-// same (stricter, even: confined to that directory).
-func (x *extractor) parent(name string) (*os.Root, string) {
-	if n := len(x.dirs); n > 0 {
-		if top := x.dirs[n-1]; len(name) > len(top.name) && name[len(top.name)] == '/' &&
-			!strings.Contains(name[len(top.name)+1:], "/") {
-			return top.root, name[len(top.name)+1:]
-		}
-	}
-	return x.root, name
-}
-
-// closeDirs releases the handles of pending directories (on error; on
-// success leave("") has done it).
-func (x *extractor) closeDirs() {
-	for _, d := range x.dirs {
-		d.root.Close()
-	}
-	x.dirs = nil
-}
-
-func (x *extractor) mkdir(name string, perm fs.FileMode, mtime time.Time) error {
-	// Through the parent's handle when it is open: one mkdirat instead of
-	// one openat per component of name.
-	pr, base := x.parent(name)
-	err := pr.Mkdir(base, 0o700)
-	if errors.Is(err, fs.ErrExist) {
-		fi, lerr := pr.Lstat(base)
-		switch {
-		case lerr != nil:
-			err = lerr
-		case fi.IsDir():
-			// Existing directory: kept, with its other contents. Make sure
-			// we can write into it until its mode is applied.
-			err = nil
-			if fi.Mode().Perm()&0o700 != 0o700 {
-				err = pr.Chmod(base, fi.Mode().Perm()|0o700)
-			}
-		default:
-			if err = x.replace(name); err != nil {
-				return err
-			}
-			err = pr.Mkdir(base, 0o700)
-		}
-	} else if errors.Is(err, fs.ErrNotExist) {
-		if err = x.mkParents(name); err != nil {
-			return err
-		}
-		err = pr.Mkdir(base, 0o700)
-	}
-	if err != nil {
-		return fsErr(fmt.Sprintf("create directory %q", name), err)
-	}
-	dr, err := pr.OpenRoot(base)
-	if err != nil {
-		return fsErr(fmt.Sprintf("open directory %q", name), err)
-	}
-	x.dirs = append(x.dirs, pendingDir{name: name, perm: perm, mtime: mtime, root: dr})
-	return nil
-}
-
-func (x *extractor) writeFile(name string, perm fs.FileMode, mtime time.Time, size int64, tr *tar.Reader) error {
-	var f *os.File
-	pr, base := x.parent(name)
-	err := x.create(name, func() error {
-		var err error
-		// O_EXCL: an existing file is removed and recreated, never written
-		// through (it may be a symlink, or a hard link to a file elsewhere).
-		// Created with its final permission bits: writing through this
-		// descriptor is allowed whatever they are, and no fchmod is needed
-		// unless the umask took some away.
-		f, err = pr.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for {
-		if err := x.ctx.Err(); err != nil {
-			return fmt.Errorf("write %q: %w", name, err)
-		}
-		n, rerr := tr.Read(x.buf)
-		if n > 0 {
-			if _, err := f.Write(x.buf[:n]); err != nil {
-				return fmt.Errorf("write %q: %w", name, err)
-			}
-			x.stats.BytesWritten += int64(n)
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return x.readErr(fmt.Sprintf("read contents of %q", name), rerr)
-		}
-	}
-	if perm&x.umask != 0 {
-		if err := f.Chmod(perm); err != nil {
-			return fmt.Errorf("set mode of %q: %w", name, err)
-		}
-	}
-	if err := setFileTimes(f, mtime); err != nil {
-		return fmt.Errorf("set time of %q: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %q: %w", name, err)
-	}
-	return nil
-}
-
-func (x *extractor) symlink(name, target string) error {
-	if target == "" {
-		return malformed("symlink %q with an empty target", name)
-	}
-	if strings.ContainsRune(target, 0) {
-		return malformed("symlink %q: NUL in target", name)
-	}
-	// The target is stored as is: a link may point anywhere, os.Root
-	// refuses to write through it when it leads outside Home.
-	pr, base := x.parent(name)
-	return x.create(name, func() error { return pr.Symlink(target, base) })
-}
-
-func (x *extractor) link(name, linkname string) error {
-	target, err := cleanName(linkname)
-	if err != nil {
-		return malformed("hard link %q: target %q is outside Home", name, linkname)
-	}
-	if target == "" {
-		return malformed("hard link %q to Home itself", name)
-	}
-	if target == name {
-		return nil
-	}
-	fi, err := x.root.Lstat(target)
-	if errors.Is(err, fs.ErrNotExist) {
-		return malformed("hard link %q: target %q not found", name, linkname)
-	}
-	if err != nil {
-		return fsErr(fmt.Sprintf("hard link %q to %q", name, linkname), err)
-	}
-	if fi.IsDir() {
-		return malformed("hard link %q: target %q is a directory", name, linkname)
-	}
-	return x.create(name, func() error { return x.root.Link(target, name) })
+// within reports whether name lies strictly inside dir ("" is Home, which
+// holds every name).
+func within(name, dir string) bool {
+	return dir == "" || (len(name) > len(dir) && name[len(dir)] == '/' && name[:len(dir)] == dir)
 }

@@ -144,7 +144,7 @@ func TestRestoreRefusals(t *testing.T) {
 				t.Errorf("outside file changed: %q", b)
 			}
 			// The library says the same.
-			_, err := Restore(context.Background(), bytes.NewReader(c.data), t.TempDir())
+			_, err := Restore(context.Background(), bytes.NewReader(c.data), t.TempDir(), RestoreOptions{})
 			if !errors.Is(err, ErrMalformed) {
 				t.Errorf("Restore: %v, want ErrMalformed", err)
 			}
@@ -160,7 +160,7 @@ func TestRestorePermissionBitsOnly(t *testing.T) {
 		ent{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "suid", Mode: 0o4755, Size: 1, Uid: 1234, Gid: 5678, Uname: "someone"}, body: "x"},
 		ent{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "sgid/f", Mode: 0o2640, Size: 1}, body: "y"},
 	)
-	if _, err := Restore(context.Background(), bytes.NewReader(data), home); err != nil {
+	if _, err := Restore(context.Background(), bytes.NewReader(data), home, RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]fs.FileMode{"sgid": fs.ModeDir | 0o775, "sticky": fs.ModeDir | 0o777, "suid": 0o755, "sgid/f": 0o640} {
@@ -186,7 +186,7 @@ func TestRestoreReadOnlyDirGetsChildren(t *testing.T) {
 		file("ro/g", "y"),
 		file("after", "z"),
 	)
-	st, err := Restore(context.Background(), bytes.NewReader(data), home)
+	st, err := Restore(context.Background(), bytes.NewReader(data), home, RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestRestoreOverwritesAndKeeps(t *testing.T) {
 		file("dir/new", "new"),
 		ent{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "file-then-dir/", Mode: 0o755}},
 	)
-	if _, err := Restore(context.Background(), bytes.NewReader(data), home); err != nil {
+	if _, err := Restore(context.Background(), bytes.NewReader(data), home, RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"existing": "new", "was-link": "new", "was-hardlink": "new",
@@ -290,7 +290,7 @@ func TestRestoreAcceptsTarStyleNames(t *testing.T) {
 		file("./d/f", "x"),
 		file("no-dir-entry/g", "y"),
 	)
-	if _, err := Restore(context.Background(), bytes.NewReader(data), home); err != nil {
+	if _, err := Restore(context.Background(), bytes.NewReader(data), home, RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"d/f", "no-dir-entry/g"} {

@@ -2,10 +2,19 @@
 // tar+zstd stream (see docs/snapshot.md and the shared spec snapshot.md).
 //
 // Save walks Home through os.Root handles, one per directory, so a symlink
-// swapped in during the walk can never make it read outside Home; Restore
-// extracts through an os.Root of Home, so the kernel refuses every path that
-// would leave it. Both stream with fixed buffers: memory does not grow with
+// swapped in during the walk can never make it read outside Home. Restore
+// opens every path beneath Home one component at a time from the handle of
+// the directory above, never following a symlink, so it writes nothing
+// outside Home and cannot reach one directory of Home under another name;
+// it recognises the server's state dir by device and inode and writes
+// nothing there. Both stream with fixed buffers: memory does not grow with
 // the size of Home (see the bounds below).
+//
+// The two calls are Save(ctx, w, home, SaveOptions) and Restore(ctx, r,
+// home, RestoreOptions); the HTTP routes (Service) and every other user of
+// snapshots (such as a command that moves an archive between Home and
+// storage) go through them, so they share one format and one set of
+// refusals.
 package snapshot
 
 import (
@@ -122,14 +131,29 @@ type SaveStats struct {
 // being archived, to simulate a file that fails mid-read.
 var testHookFileReader func(name string, r io.Reader) io.Reader
 
-// Save writes a tar+zstd archive of home to w. Excludes are gitignore
-// patterns (see compileExcludes); stateDir, when it lies inside home, is
-// always left out, whatever the patterns say. It is recognised by its inode,
-// so any spelling of its path works. The returned stats count the bytes
-// written to w and their SHA-256. On error, w may have received part of an
-// archive: it must not be taken for a complete one.
-func Save(ctx context.Context, w io.Writer, home string, excludes []string, stateDir string) (SaveStats, error) {
-	m, err := compileExcludes(excludes)
+// OriginalStateDir is the default state dir of the original server,
+// relative to Home. Save always leaves it out, wherever this server's state
+// dir is (as the original does), and no pattern re-includes it.
+const OriginalStateDir = ".local/share/shellctl"
+
+// SaveOptions are the choices of a save; the zero value archives all of
+// Home but OriginalStateDir.
+type SaveOptions struct {
+	// Excludes are gitignore patterns (see compileExcludes).
+	Excludes []string
+	// StateDir is the server's state dir: when it lies inside Home it is
+	// always left out, whatever the patterns say. It is recognised by its
+	// inode, so any spelling of its path works.
+	StateDir string
+}
+
+// Save writes a tar+zstd archive of home to w, streaming: files are read
+// and compressed as w takes the bytes, with bounded memory. The returned
+// stats count the bytes written to w and their SHA-256. On error, w may
+// have received part of an archive: it must not be taken for a complete
+// one.
+func Save(ctx context.Context, w io.Writer, home string, opts SaveOptions) (SaveStats, error) {
+	m, err := compileExcludes(opts.Excludes)
 	if err != nil {
 		return SaveStats{}, err
 	}
@@ -146,7 +170,7 @@ func Save(ctx context.Context, w io.Writer, home string, excludes []string, stat
 		links:    make(map[fileID]linkEntry),
 		hashOut:  sha256.New(),
 		path:     make([]string, 0, 32),
-		stateDir: stateIdentity(stateDir),
+		stateDir: stateIdentity(opts.StateDir),
 	}
 	s.out = &countingWriter{w: w, h: s.hashOut}
 	enc, err := zstd.NewWriter(s.out, encoderOptions...)
@@ -259,6 +283,9 @@ func (s *saver) walk(dir *os.Root, rel string) error {
 func (s *saver) entry(dir *os.Root, rel string, de fs.DirEntry) error {
 	name := de.Name()
 	full := rel + name
+	if full == OriginalStateDir {
+		return nil // whatever it is, and whatever the patterns say
+	}
 	s.path = append(s.path, name)
 	defer func() { s.path = s.path[:len(s.path)-1] }()
 

@@ -240,7 +240,7 @@ func TestExcludes(t *testing.T) {
 		})
 	}
 	t.Run("malformed pattern", func(t *testing.T) {
-		_, err := Save(context.Background(), io.Discard, home, []string{"[a"}, "")
+		_, err := Save(context.Background(), io.Discard, home, SaveOptions{Excludes: []string{"[a"}})
 		if !errors.Is(err, ErrBadPattern) {
 			t.Fatalf("err = %v", err)
 		}
@@ -469,5 +469,42 @@ func TestSaveToFileProgress(t *testing.T) {
 	}
 	if st.Bytes == 0 || len(st.SHA256) != 64 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestSaveLeavesOutDefaultStateDirPath: issue 12 item 3. Home's
+// .local/share/shellctl (the original's default state dir) is never
+// archived, even when the server's state dir is elsewhere or unset, and no
+// pattern re-includes it; a directory of that name deeper in Home is an
+// ordinary directory.
+func TestSaveLeavesOutDefaultStateDirPath(t *testing.T) {
+	for _, stateDir := range []string{"", "elsewhere"} {
+		t.Run("state dir "+stateDir, func(t *testing.T) {
+			home := t.TempDir()
+			writeFile(t, filepath.Join(home, ".local", "share", "shellctl", "shellctl.db"), "db", 0o600)
+			writeFile(t, filepath.Join(home, ".local", "share", "other", "f"), "kept", 0o644)
+			writeFile(t, filepath.Join(home, "proj", ".local", "share", "shellctl", "f"), "kept", 0o644)
+			cfg := Config{Home: home}
+			if stateDir != "" {
+				cfg.StateDir = filepath.Join(t.TempDir(), stateDir)
+				os.Mkdir(cfg.StateDir, 0o700)
+			}
+			_, srv, _ := newServer(t, cfg)
+			resp, body, err := saveRaw(t, srv, `{"excludes":["!.local/share/shellctl","!.local/share/shellctl/**","!*.db"]}`)
+			if err != nil || resp.StatusCode != 200 || resp.Trailer.Get(TrailerStatus) != "ok" {
+				t.Fatalf("save: %v %d %s", err, resp.StatusCode, body)
+			}
+			hdrs := listArchive(t, body)
+			for name := range hdrs {
+				if strings.HasPrefix(name, ".local/share/shellctl") {
+					t.Errorf("%q archived", name)
+				}
+			}
+			for _, k := range []string{".local/share/", ".local/share/other/f", "proj/.local/share/shellctl/f"} {
+				if _, ok := hdrs[k]; !ok {
+					t.Errorf("%s missing", k)
+				}
+			}
+		})
 	}
 }

@@ -60,7 +60,7 @@ func TimeoutFromEnv(getenv func(string) string) (time.Duration, error) {
 // Config is what the snapshot service needs from the server.
 type Config struct {
 	Home     string        // the server's $HOME
-	StateDir string        // the server's state dir (always excluded when inside Home, whatever its path; no pattern re-includes it)
+	StateDir string        // the server's state dir: never saved, never written to by a restore (when inside Home; recognised by device and inode, whatever its path)
 	Timeout  time.Duration // total I/O deadline per operation
 	Logger   *slog.Logger  // may be nil
 }
@@ -147,7 +147,7 @@ func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
 	}
 
 	sw := &streamWriter{w: w}
-	st, err := Save(ctx, sw, s.cfg.Home, req.Excludes, s.cfg.StateDir)
+	st, err := Save(ctx, sw, s.cfg.Home, SaveOptions{Excludes: req.Excludes, StateDir: s.cfg.StateDir})
 	switch {
 	case err == nil:
 		h := w.Header()
@@ -237,7 +237,7 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 	defer end()
 	start := time.Now()
 
-	st, err := restore(ctx, r.Body, s.cfg.Home, s.cfg.StateDir)
+	st, err := Restore(ctx, r.Body, s.cfg.Home, RestoreOptions{StateDir: s.cfg.StateDir})
 	switch {
 	case err == nil:
 		s.log.Info("snapshot restore", "outcome", "ok", "entries", st.Entries, "bytes_written", st.BytesWritten,

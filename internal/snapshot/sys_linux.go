@@ -5,32 +5,27 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
-	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// setFileTimes sets the modification (and access) time of an open file
-// through its descriptor: utimensat(fd, NULL, …), where syscall.Futimes
-// would resolve /proc/self/fd/N, a path walk per file.
-func setFileTimes(f *os.File, mtime time.Time) error {
-	ts := [2]syscall.Timespec{syscall.NsecToTimespec(mtime.UnixNano()), syscall.NsecToTimespec(mtime.UnixNano())}
-	var err error
-	// Control, not Fd: Fd would switch the descriptor to blocking mode
-	// first, two more system calls.
-	rc, cerr := f.SyscallConn()
-	if cerr != nil {
-		return cerr
-	}
-	if cerr := rc.Control(func(fd uintptr) {
-		_, _, errno := syscall.Syscall6(syscall.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
-		if errno != 0 {
-			err = errno
+// setTimes sets the modification (and access) time of an open file or
+// directory through its descriptor: utimensat(fd, NULL, …), where
+// unix.Futimes would resolve /proc/self/fd/N, a path walk per file.
+func setTimes(fd int, mtime time.Time) error {
+	ts := [2]unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
 		}
-	}); cerr != nil {
-		return cerr
+		return errno
 	}
-	return err
 }
 
 // processUmask reads the umask from /proc/self/status (reading it with

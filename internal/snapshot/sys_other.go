@@ -4,8 +4,6 @@ package snapshot
 
 import (
 	"io/fs"
-	"os"
-	"time"
 )
 
 type fileID struct {
@@ -14,8 +12,4 @@ type fileID struct {
 
 func identity(fs.FileInfo) (fileID, uint64, bool) { return fileID{}, 0, false }
 
-func setFileTimes(f *os.File, mtime time.Time) error { return nil }
-
 const nonBlock = 0
-
-func processUmask() fs.FileMode { return fs.ModePerm }
