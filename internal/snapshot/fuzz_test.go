@@ -149,7 +149,7 @@ func FuzzRestore(f *testing.F) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		st, err := Restore(ctx, bytes.NewReader(in), home)
+		st, err := Restore(ctx, bytes.NewReader(in), home, RestoreOptions{})
 		t.Logf("restore: %+v, %v", st, err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("restore of %d input bytes did not end within 20 s", len(in))

@@ -100,7 +100,7 @@ func (a *app) homeUploadCmd() *cobra.Command {
 			pr, pw := io.Pipe()
 			packed := make(chan error, 1)
 			go func() {
-				_, err := snapshot.Save(ctx, pw, home, patterns, "")
+				_, err := snapshot.Save(ctx, pw, home, snapshot.SaveOptions{Excludes: patterns})
 				if err != nil {
 					err = fmt.Errorf("pack HOME: %w", err)
 					pw.CloseWithError(err)
@@ -161,7 +161,7 @@ func (a *app) homeDownloadCmd() *cobra.Command {
 				return plainf("%v", err)
 			}
 			defer body.Close()
-			if _, err := snapshot.Restore(ctx, body, home); err != nil {
+			if _, err := snapshot.Restore(ctx, body, home, snapshot.RestoreOptions{}); err != nil {
 				return plainf("restore Home Snapshot: %v", err)
 			}
 			return nil
