@@ -105,14 +105,14 @@ func TestSnapshotBadTimeoutRefusesToStart(t *testing.T) {
 	}
 }
 
-// Issue 10 item 4, against a real server whose state dir is in its Home:
-// an archive that makes its own alias of the state dir (`sd ->
-// .local/share/shellctl`) and then names the database through it is
-// refused, the database is the same file with the same bytes, nothing is
+// Issue 10 item 4, against a real server: an archive that makes its own
+// alias of the state dir (`sd -> <state dir>`, an absolute link, the state
+// dir being outside Home as serve requires) and then names the database
+// through it is refused, the database is the same file with the same bytes, nothing is
 // planted next to it, and the server still restarts on it with its jobs.
 func TestSnapshotRestoreAliasLeavesStateDirAlone(t *testing.T) {
 	home := t.TempDir()
-	state := filepath.Join(home, ".local", "share", "shellctl")
+	state := filepath.Join(t.TempDir(), "state")
 	s := startServer(t, serverOpts{token: "snap-token", home: home, stateDir: state})
 	res, _ := s.runDone(t, client.RunRequest{Script: "echo before the restore"})
 	// A clean stop, so the database file is complete and quiet while it is
@@ -130,7 +130,7 @@ func TestSnapshotRestoreAliasLeavesStateDirAlone(t *testing.T) {
 	zw, _ := zstd.NewWriter(&raw)
 	tw := tar.NewWriter(zw)
 	for _, h := range []tar.Header{
-		{Typeflag: tar.TypeSymlink, Name: "sd", Linkname: ".local/share/shellctl"},
+		{Typeflag: tar.TypeSymlink, Name: "sd", Linkname: state},
 		{Typeflag: tar.TypeReg, Name: "sd/shellctl.db", Mode: 0o600, Size: 5},
 		{Typeflag: tar.TypeReg, Name: "sd/planted", Mode: 0o600, Size: 5},
 	} {

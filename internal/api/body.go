@@ -33,6 +33,11 @@ const (
 	// (env above all).
 	maxRest = 2 << 20
 
+	// drainFactor: a body refused by its Content-Length is still read
+	// (and dropped) up to this many times the limit, so the client gets
+	// the answer rather than a reset.
+	drainFactor = 2
+
 	smallReadBuf = 4 << 10
 	largeReadBuf = 64 << 10
 	spoolBuf     = 64 << 10
@@ -97,6 +102,17 @@ var (
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, spec bodySpec, v any) (release func(), ok bool) {
 	release = func() {}
 	if r.ContentLength > spec.limit {
+		// A client that sends its whole body before it reads the answer
+		// (most do) would get a connection reset instead of the 413 if
+		// the body stayed unread: read and drop a body not far over the
+		// limit (bounded in time by the body deadline, in memory by a
+		// small buffer), then answer.
+		if r.ContentLength <= drainFactor*spec.limit {
+			if s.Limits.BodyReadTimeout > 0 {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.Limits.BodyReadTimeout))
+			}
+			_, _ = io.CopyBuffer(io.Discard, io.LimitReader(r.Body, r.ContentLength), make([]byte, 32<<10))
+		}
 		httperr.Write(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is %d bytes, the limit%s is %d", r.ContentLength, limitName(spec), spec.limit))
 		return release, false
 	}

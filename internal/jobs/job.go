@@ -19,6 +19,10 @@ type job struct {
 	dir  string
 	mode string
 	key  string // the runner's control key
+	// pid and cgroup: the job's process (it leads its group and session)
+	// and cgroup, as its runner reported them: how a lost job is ended.
+	pid    int
+	cgroup string
 
 	mu       sync.Mutex
 	status   string
@@ -126,6 +130,12 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 		j.lastGrow = time.Now()
 	}
 	becameRunning := false
+	if m.PID != 0 {
+		j.pid = m.PID
+	}
+	if m.Cgroup != "" {
+		j.cgroup = m.Cgroup
+	}
 	if m.PID != 0 && (j.status == store.StatusCreated || j.status == store.StatusStarting) && (m.Status == store.StatusRunning || m.T == proto.TRunning) {
 		j.status = store.StatusRunning
 		j.started = time.Unix(0, m.StartedAt)
@@ -138,7 +148,7 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 		// its record carries the same facts (Finish fills them in when
 		// this write lost the race), so nothing waits for this one.
 		go func() {
-			if err := s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation); err != nil && !errors.Is(err, store.ErrNotChanged) {
+			if err := s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation, m.Cgroup); err != nil && !errors.Is(err, store.ErrNotChanged) {
 				s.log.Warn("mark running", "job", j.id, "err", err)
 			}
 		}()
@@ -221,7 +231,13 @@ func (s *Service) lostChannel(j *job, c *proto.Conn, cause error) {
 		return
 	}
 	s.log.Warn("runner lost", "job", j.id, "cause", cause)
-	s.finish(j, store.Exit{Status: store.StatusLost, Reason: runner.ReasonRunnerLost, EndedAt: time.Now()})
+	j.mu.Lock()
+	pid, cg := j.pid, j.cgroup
+	j.mu.Unlock()
+	// Its processes go before the job is reported lost: nothing of a lost
+	// job keeps running.
+	s.endLost(j.id, pid, cg)
+	s.finish(j, store.Exit{Status: store.StatusLost, Reason: runner.ReasonRunnerLost, EndedAt: time.Now(), PID: pid})
 }
 
 // request sends m to j's runner and waits for its ack.

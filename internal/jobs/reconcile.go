@@ -82,6 +82,9 @@ func (s *Service) endUnreachable(ctx context.Context, j *job, row *store.Job) {
 	if row.Status == store.StatusCreated {
 		e.Status, e.Reason = store.StatusFailed, runner.ReasonStartupLost
 	}
+	if e.Status == store.StatusLost {
+		s.endLost(row.ID, row.PID, row.Cgroup)
+	}
 	if err := s.st.Finish(ctx, row.ID, e); err != nil {
 		s.log.Warn("record unreachable job", "job", row.ID, "err", err)
 	}

@@ -77,8 +77,11 @@ type Service struct {
 	stateReal string
 
 	mu   sync.Mutex
-	live map[string]*job  // jobs whose end is not yet recorded
-	pool chan *idleRunner // warm runners waiting for a job
+	live map[string]*job // jobs whose end is not yet recorded
+	// runners are the pids of the runners this server started and still
+	// waits for (os/exec collects them; reapAdopted leaves them alone).
+	runners map[int]bool
+	pool    chan *idleRunner // warm runners waiting for a job
 	// readyDirs are empty job directories made ahead (".ready-…").
 	readyDirs chan string
 
@@ -108,7 +111,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		sd.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
 		readyDirs: make(chan string, readyDirCount)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
@@ -122,6 +125,13 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 			os.Remove(f)
 		}
 	}
+	// Child subreaper: the processes of a runner that dies are
+	// reparented to us, so a lost job's orphans can be found and ended.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		s.log.Warn("become child subreaper: a dead runner's orphans will not be found", "err", err)
+	}
+	s.wg.Add(1)
+	go s.reapAdopted()
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
@@ -408,6 +418,13 @@ func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, p
 	return s.sd.Rename("jobs/"+filepath.Base(req.ScriptPath), jobRel(id)+"/"+runner.ScriptFile)
 }
 
+// finishRetryMin and finishRetryMax bound the back-off between attempts
+// to record a job's end that the database refused.
+const (
+	finishRetryMin = 100 * time.Millisecond
+	finishRetryMax = 2 * time.Second
+)
+
 // readyPrefix names job directories made ahead, before their job exists.
 const readyPrefix = ".ready-"
 
@@ -463,7 +480,6 @@ func (s *Service) makeJobDir(id string) error {
 	}
 	return s.sd.Mkdir(jobRel(id), 0o700)
 }
-
 
 // takeIdle returns a warm runner, or nil when none is ready.
 func (s *Service) takeIdle() *idleRunner {
@@ -584,12 +600,21 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	// Its own session: the runner and the job survive the server's stop,
 	// crash or upgrade, and signals to the server's group do not reach them.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	s.mu.Lock()
 	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
 		ours.Close()
 		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.RunnerPath, err)
 	}
+	s.runners[cmd.Process.Pid] = true
+	s.mu.Unlock()
 	// Reap the runner when it leaves (it is our child until we exit).
-	go cmd.Wait()
+	go func() {
+		cmd.Wait()
+		s.mu.Lock()
+		delete(s.runners, cmd.Process.Pid)
+		s.mu.Unlock()
+	}()
 	c, err := net.FileConn(ours)
 	ours.Close()
 	if err != nil {
@@ -617,11 +642,24 @@ func (s *Service) lookup(id string) *job {
 // finish records j's end (compare-and-set) and wakes its waiters. When the
 // record already held a terminal state (the runner recorded it itself), the
 // recorded one wins.
+//
+// A write the database refuses (a full disk: SQLITE_FULL, an I/O error)
+// is retried until it is taken, never dropped: the job's end is answered
+// from memory meanwhile (its waiters see it at once), it stays among the
+// live jobs so no read falls back to the stale row, and its runner is not
+// told the exit is recorded — it holds it too.
 func (s *Service) finish(j *job, e store.Exit) {
 	ctx := context.Background()
 	err := s.st.Finish(ctx, j.id, e)
-	if err != nil && !errors.Is(err, store.ErrNotChanged) {
-		s.log.Error("record job end", "job", j.id, "err", err)
+	for wait := finishRetryMin; err != nil && !errors.Is(err, store.ErrNotChanged); wait = min(2*wait, finishRetryMax) {
+		s.log.Error("record job end: will retry", "job", j.id, "err", err, "in", wait)
+		j.setEnd(e)
+		select {
+		case <-s.stop:
+			return // the runner still holds the exit and records it itself
+		case <-time.After(wait):
+		}
+		err = s.st.Finish(ctx, j.id, e)
 	}
 	if errors.Is(err, store.ErrNotChanged) {
 		if row, gerr := s.st.Get(ctx, j.id); gerr == nil && store.IsTerminal(row.Status) {

@@ -381,6 +381,11 @@ func (s *Service) Terminate(ctx context.Context, id string, grace time.Duration)
 			}
 		}
 	}
+	// A lost job may have left processes its runner can no longer end:
+	// they are killed before the answer, which comes once none is left.
+	if err := s.endLostRow(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("terminate lost job %s: %w", id, err)
+	}
 	return s.Status(ctx, id)
 }
 
@@ -392,6 +397,10 @@ func (s *Service) Delete(ctx context.Context, id string, force bool, grace time.
 		}
 		if _, err := s.Terminate(ctx, id, grace); err != nil {
 			return err
+		}
+	} else if force {
+		if err := s.endLostRow(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("delete lost job %s: %w", id, err)
 		}
 	}
 	if err := s.st.Delete(ctx, id); err != nil {

@@ -33,6 +33,9 @@ var migrations = []string{
 	// 1 → 2: the key a restarted server proves itself with to a runner's
 	// control socket (it used to sit in a spec file in the job directory).
 	`ALTER TABLE jobs ADD COLUMN control_key TEXT NOT NULL DEFAULT '';`,
+	// 2 → 3: the job's cgroup, so a job whose runner died is ended by
+	// it (cgroup.kill) however its processes left its session.
+	`ALTER TABLE jobs ADD COLUMN cgroup TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the version this build writes.

@@ -70,6 +70,9 @@ type Job struct {
 	// ControlKey is what a server proves itself with to the job's runner
 	// (never served by the API).
 	ControlKey string
+	// Cgroup is the job's cgroup directory ("" without one): a job whose
+	// runner died is ended through it.
+	Cgroup string
 }
 
 // Store is an open database.
@@ -127,7 +130,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key`
+const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup`
 
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
@@ -150,7 +153,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
-	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ? WHERE id = ? AND status IN ('created','starting')`)
+	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ?, cgroup = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtFinish = p(`UPDATE jobs SET status = ?, exit_code = ?, ended_at = ?, reason = ?, signal = ?,
 		started_at = COALESCE(started_at, ?),
 		pid = CASE WHEN pid = 0 THEN ? ELSE pid END,
@@ -172,7 +175,7 @@ func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
 	var exit, started, ended sql.NullInt64
 	var created int64
 	if err := sc.Scan(&j.ID, &j.Seq, &j.Status, &exit, &j.Mode, &j.Cwd, &j.SessionID, &created, &started, &ended,
-		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation, &j.ControlKey); err != nil {
+		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation, &j.ControlKey, &j.Cgroup); err != nil {
 		return nil, err
 	}
 	j.CreatedAt = time.Unix(0, created).UTC()
@@ -244,8 +247,8 @@ func (s *Store) SetRunner(ctx context.Context, id string, runnerPID int) error {
 }
 
 // MarkRunning moves created|starting → running.
-func (s *Store) MarkRunning(ctx context.Context, id string, pid int, startedAt time.Time, isolation string) error {
-	res, err := s.stmtRunning.ExecContext(ctx, pid, startedAt.UnixNano(), isolation, id)
+func (s *Store) MarkRunning(ctx context.Context, id string, pid int, startedAt time.Time, isolation, cgroup string) error {
+	res, err := s.stmtRunning.ExecContext(ctx, pid, startedAt.UnixNano(), isolation, cgroup, id)
 	return changed(res, err, "mark running", id)
 }
 

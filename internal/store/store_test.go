@@ -40,7 +40,7 @@ func TestLifecycleAndCompareAndSet(t *testing.T) {
 	if err := st.MarkStarting(ctx, j.ID, 43); !errors.Is(err, ErrNotChanged) {
 		t.Fatalf("second MarkStarting = %v, want ErrNotChanged", err)
 	}
-	if err := st.MarkRunning(ctx, j.ID, 77, now, `{"enabled":true}`); err != nil {
+	if err := st.MarkRunning(ctx, j.ID, 77, now, `{"enabled":true}`, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Finish(ctx, j.ID, Exit{Status: StatusExited, ExitCode: intp(3), Reason: "exited", EndedAt: now}); err != nil {
@@ -50,7 +50,7 @@ func TestLifecycleAndCompareAndSet(t *testing.T) {
 	if err := st.Finish(ctx, j.ID, Exit{Status: StatusLost, Reason: "runner_lost", EndedAt: now}); !errors.Is(err, ErrNotChanged) {
 		t.Fatalf("finish over a terminal state = %v", err)
 	}
-	if err := st.MarkRunning(ctx, j.ID, 1, now, ""); !errors.Is(err, ErrNotChanged) {
+	if err := st.MarkRunning(ctx, j.ID, 1, now, "", ""); !errors.Is(err, ErrNotChanged) {
 		t.Fatalf("running after end = %v", err)
 	}
 	j, _ = st.Get(ctx, j.ID)

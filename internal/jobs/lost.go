@@ -1,0 +1,241 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// A job whose runner died (killed, crashed) is lost, and nothing of it may
+// keep running: the server ends what is left of it — through its cgroup
+// where it has one (cgroup.kill reaches every process in it, whatever
+// session or group it moved to), else by its process group and session
+// (the job's process leads both) and as the orphans the server adopted as
+// child subreaper (a dead runner's children are reparented to us).
+// Terminate and forced delete of a lost job do the same again before they
+// answer.
+
+// lostKillWait bounds how long ending a lost job's processes waits for
+// them to be gone after SIGKILL (a process in uninterruptible sleep).
+const lostKillWait = 5 * time.Second
+
+// lostRecheck is the pause between looks at what is left of a lost job.
+// This is a failure path — a runner died — and no waiter is woken by it.
+const lostRecheck = 20 * time.Millisecond
+
+// cgroupRoot is where cgroup v2 is mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// endLost ends every process of a lost job and reports what it could not
+// end.
+func (s *Service) endLost(id string, pid int, cgroup string) error {
+	var errs []error
+	if cgroup != "" {
+		if err := killCgroup(cgroup); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if pid > 0 {
+		if err := s.killGroupAndOrphans(pid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		s.log.Error("end lost job", "job", id, "err", err)
+	} else {
+		s.log.Info("lost job ended", "job", id, "pid", pid, "cgroup", cgroup)
+	}
+	return err
+}
+
+// endLostRow ends what is left of the lost job of row.
+func (s *Service) endLostRow(ctx context.Context, id string) error {
+	row, err := s.st.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if row.Status != store.StatusLost {
+		return nil
+	}
+	return s.endLost(id, row.PID, row.Cgroup)
+}
+
+// killCgroup kills every process in a job's cgroup, waits until it is
+// empty and removes it. The path comes from the job's record; only a
+// shellctl job group under the cgroup mount is touched.
+func killCgroup(dir string) error {
+	clean := filepath.Clean(dir)
+	if !strings.HasPrefix(clean, cgroupRoot+"/") || !strings.HasPrefix(filepath.Base(clean), "shellctl-") {
+		return fmt.Errorf("job cgroup %q is not a shellctl job group under %s: not touched", dir, cgroupRoot)
+	}
+	if _, err := os.Stat(clean); errors.Is(err, os.ErrNotExist) {
+		return nil // its runner removed it: nothing left
+	}
+	deadline := time.Now().Add(lostKillWait)
+	for {
+		if err := os.WriteFile(filepath.Join(clean, "cgroup.kill"), []byte("1"), 0); err != nil {
+			// Kernels before 5.14: kill each member.
+			if procs, rerr := os.ReadFile(filepath.Join(clean, "cgroup.procs")); rerr == nil {
+				for _, f := range strings.Fields(string(procs)) {
+					if p, err := strconv.Atoi(f); err == nil {
+						unix.Kill(p, unix.SIGKILL)
+					}
+				}
+			}
+		}
+		ev, err := os.ReadFile(filepath.Join(clean, "cgroup.events"))
+		if err != nil || bytes.Contains(ev, []byte("populated 0")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes of cgroup %s survive SIGKILL after %s", clean, lostKillWait)
+		}
+		time.Sleep(lostRecheck)
+	}
+	if err := unix.Rmdir(clean); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("remove cgroup %s: %w", clean, err)
+	}
+	return nil
+}
+
+// procStat is what /proc/<pid>/stat says of a process's family.
+type procStat struct {
+	pid, ppid, pgrp, session int
+	state                    byte
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// The command name may hold spaces and parentheses: the fields
+	// start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 4 {
+		return procStat{}, false
+	}
+	st := procStat{pid: pid, state: f[0][0]}
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.session, _ = strconv.Atoi(f[3])
+	return st, true
+}
+
+// killGroupAndOrphans kills, until none is left, every process in the
+// process group or session led by pid, and every child of the server that
+// is not one of its runners (orphans adopted from a dead runner); the
+// adopted ones are reaped.
+func (s *Service) killGroupAndOrphans(pid int) error {
+	self := os.Getpid()
+	deadline := time.Now().Add(lostKillWait)
+	for {
+		left := 0
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return fmt.Errorf("list processes: %w", err)
+		}
+		for _, e := range entries {
+			p, err := strconv.Atoi(e.Name())
+			if err != nil || p == self {
+				continue
+			}
+			st, ok := readStat(p)
+			if !ok {
+				continue
+			}
+			adopted := st.ppid == self && !s.isRunner(p)
+			if st.pgrp != pid && st.session != pid && !adopted {
+				continue
+			}
+			if st.state == 'Z' {
+				// Gone but for its exit status; ours to collect if we
+				// adopted it.
+				if adopted {
+					var ws unix.WaitStatus
+					unix.Wait4(p, &ws, unix.WNOHANG, nil)
+				}
+				continue
+			}
+			left++
+			unix.Kill(p, unix.SIGKILL)
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes of job process %d survive SIGKILL after %s", left, pid, lostKillWait)
+		}
+		time.Sleep(lostRecheck)
+	}
+}
+
+// isRunner reports whether pid is a runner this server started.
+func (s *Service) isRunner(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runners[pid]
+}
+
+// reapAdopted collects the exit status of every child of the server that
+// is not one of its runners (their os/exec Wait collects those): the
+// server is a child subreaper, and a dead runner's orphans become its
+// children, which must not pile up as zombies (nor when it runs as a
+// container's PID 1).
+func (s *Service) reapAdopted() {
+	defer s.wg.Done()
+	ch := make(chan os.Signal, 8)
+	signal.Notify(ch, unix.SIGCHLD)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-ch:
+		case <-s.stop:
+			return
+		}
+		for _, p := range childrenOf(os.Getpid()) {
+			if s.isRunner(p) {
+				continue
+			}
+			var ws unix.WaitStatus
+			unix.Wait4(p, &ws, unix.WNOHANG, nil)
+		}
+	}
+}
+
+// childrenOf lists pid's children from /proc/<pid>/task/*/children.
+func childrenOf(pid int) []int {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
