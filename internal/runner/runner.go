@@ -40,7 +40,7 @@ const (
 	// ReasonOutputFailed: output could not be written (disk full, I/O
 	// error); the job ran to its end, the rest of its output was dropped.
 	ReasonOutputFailed = "output_write_failed"
-	ReasonStartupLost = "runner_never_started"
+	ReasonStartupLost  = "runner_never_started"
 )
 
 const (
