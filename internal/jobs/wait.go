@@ -362,7 +362,9 @@ func (s *Service) List(ctx context.Context, status string, limit int) ([]*store.
 // Terminate ends a job's whole process tree and answers its view once
 // nothing of it is left. A finished job answers unchanged.
 func (s *Service) Terminate(ctx context.Context, id string, grace time.Duration) (*StatusView, error) {
-	if j := s.lookup(id); j != nil {
+	// A job whose end is known (if perhaps not yet recorded: a full disk)
+	// has nothing left for its runner to end.
+	if j := s.lookup(id); j != nil && !j.done() {
 		a, err := s.request(ctx, j, &proto.Msg{T: proto.TTerminate, Grace: grace.Seconds()})
 		if err != nil && !errors.Is(err, ErrNotRunning) {
 			return nil, fmt.Errorf("terminate job %s: %w", id, err)
