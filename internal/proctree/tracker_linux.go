@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,19 +236,49 @@ func (c *cgroupTracker) Add(pid int) error {
 	if err := writeFile(c.dir+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
 		return fmt.Errorf("move pid %d into %s: %w", pid, c.dir, err)
 	}
+	// What the job forked before it was moved is still outside, and a
+	// process of it whose parent exits while we walk is reparented to us
+	// (we are its subreaper) after we may have read our own children: so
+	// the walk from ourselves is repeated until a whole pass finds nothing
+	// outside the group. Each pass can only find processes forked before
+	// their ancestor was moved (later forks are born inside), so it ends.
+	// (A one-pass walk lost a double-forked daemon about one run in four.)
 	self := os.Getpid()
-	todo := childrenOf(self, nil)
-	for len(todo) > 0 {
-		p := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		if p != pid {
-			if err := writeFile(c.dir+"/cgroup.procs", strconv.Itoa(p)); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("move pid %d into %s: %w", p, c.dir, err)
+	base := filepath.Base(c.dir) // unique: shellctl-<runner pid>-<time>
+	for {
+		moved := 0
+		todo := childrenOf(self, nil)
+		for len(todo) > 0 {
+			p := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			if !inCgroup(p, base) {
+				if err := writeFile(c.dir+"/cgroup.procs", strconv.Itoa(p)); err != nil && !errors.Is(err, unix.ESRCH) {
+					return fmt.Errorf("move pid %d into %s: %w", p, c.dir, err)
+				}
+				moved++
 			}
+			todo = childrenOf(p, todo)
 		}
-		todo = childrenOf(p, todo)
+		if moved == 0 {
+			return nil
+		}
 	}
-	return nil
+}
+
+// inCgroup reports whether pid's cgroup v2 path (from /proc/<pid>/cgroup)
+// is the group named base or beneath it. A process that is gone counts as
+// inside.
+func inCgroup(pid int, base string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return strings.HasSuffix(p, "/"+base) || strings.Contains(p, "/"+base+"/")
+		}
+	}
+	return false
 }
 
 // members lists the pids in the group and its sub-groups (a job running as
