@@ -6,7 +6,7 @@ BINARIES := shellctl shellctl-runner shellctl-runner-exit shellctl-sanitize-pty 
 GOFLAGS_BUILD := -trimpath -ldflags '-s -w'
 export CGO_ENABLED := 0
 
-.PHONY: all build run test vet fmt-check unit integration bench bench-quick clean
+.PHONY: all build run test test-race vet fmt-check unit integration bench bench-quick clean
 
 all: build
 
@@ -33,3 +33,9 @@ clean:
 	rm -rf $(BIN)
 
 -include mk/*.mk
+
+# The unit tests with the race detector, and the integration tests against
+# race-detector builds of the server and runner (needs a C compiler).
+test-race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m ./internal/...
+	CGO_ENABLED=1 SHELLCTL_E2E_RACE=1 $(GO) test -count=1 -timeout 15m ./e2e

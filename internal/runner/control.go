@@ -1,0 +1,183 @@
+package runner
+
+// The control channel: who may steer the runner (the inherited channel,
+// and one connection at a time through the socket file once it proved the
+// job's key), and what it may ask (input, resize, terminate, state).
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/jobstate"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+)
+
+// accept admits connections through the socket file one at a time: a
+// flood of connections costs the runner one small read buffer and one
+// admitTimeout at a time, never memory that grows with their number.
+func (r *Runner) accept() {
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.admit(c)
+	}
+}
+
+// sameKey compares two keys in time that depends only on their length.
+func sameKey(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	var d byte
+	for i := 0; i < len(a); i++ {
+		d |= a[i] ^ b[i]
+	}
+	return d == 0
+}
+
+// admitTimeout bounds how long an accepted connection may take to say
+// hello (a server's hello is one write away when it connects).
+const admitTimeout = 2 * time.Second
+
+// admit lets a connection through the socket file in once its first message
+// is a hello with the job's control key; anything else is closed unanswered.
+//
+// At most proto.MaxHello bytes are read before the key is proven. One
+// admitted connection through the socket file is kept at a time (a
+// restarted server's): a newer one replaces it.
+func (r *Runner) admit(c *proto.Conn) {
+	c.SetMaxLine(proto.MaxHello)
+	c.SetDeadline(time.Now().Add(admitTimeout))
+	m, err := c.Recv()
+	c.SetDeadline(time.Time{})
+	if err != nil || m.T != proto.THello || r.spec.ControlKey == "" ||
+		!sameKey(m.Key, r.spec.ControlKey) {
+		c.Close()
+		return
+	}
+	c.SetMaxLine(1 << 62)
+	if err := c.Send(r.state()); err != nil {
+		c.Close()
+		return
+	}
+	r.mu.Lock()
+	old := r.sockConn
+	r.sockConn = c
+	r.mu.Unlock()
+	if old != nil {
+		r.dropConn(old)
+	}
+	r.addConn(c)
+}
+
+func (r *Runner) addConn(c *proto.Conn) {
+	r.mu.Lock()
+	r.conns[c] = struct{}{}
+	r.mu.Unlock()
+	go r.serve(c)
+}
+
+func (r *Runner) dropConn(c *proto.Conn) {
+	r.mu.Lock()
+	delete(r.conns, c)
+	if r.sockConn == c {
+		r.sockConn = nil
+	}
+	r.mu.Unlock()
+	c.Close()
+}
+
+func (r *Runner) broadcast(m *proto.Msg) {
+	r.mu.Lock()
+	conns := make([]*proto.Conn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		if err := c.Send(m); err != nil {
+			r.dropConn(c)
+		}
+	}
+}
+
+func (r *Runner) state() *proto.Msg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exit != nil {
+		m := *r.exit
+		m.T = proto.TState
+		m.PID = r.pid
+		m.StartedAt = unixNano(r.startedAt)
+		m.Isolation = r.isolation
+		m.Size = r.size.Load()
+		return &m
+	}
+	st := jobstate.StatusStarting
+	if r.pid != 0 {
+		st = jobstate.StatusRunning
+	}
+	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath}
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// serve answers one server connection.
+func (r *Runner) serve(c *proto.Conn) {
+	defer r.dropConn(c)
+	for {
+		m, err := c.Recv()
+		if err != nil {
+			return
+		}
+		switch m.T {
+		case proto.THello:
+			if err := c.Send(r.state()); err != nil {
+				return
+			}
+		case proto.TInput:
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.input(m.Data)})
+		case proto.TResize:
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.resize(m.Cols, m.Rows)})
+		case proto.TTerminate:
+			id := m.ID
+			grace := time.Duration(m.Grace * float64(time.Second))
+			go func() {
+				r.terminate(ReasonTerminate, grace)
+				<-r.done
+				c.Send(&proto.Msg{T: proto.TAck, ID: id})
+			}()
+		case proto.TExitAck:
+			r.ackOnce.Do(func() { close(r.exitAck) })
+		default:
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: "unknown message " + strconv.Quote(m.T)})
+		}
+	}
+}
+
+// input queues text for the terminal. Writing happens on its own goroutine
+// so a job that does not read its terminal cannot block the control channel.
+func (r *Runner) input(b []byte) string {
+	if r.spec.Mode != "pty" {
+		return "input_unsupported"
+	}
+	r.mu.Lock()
+	done := r.exit != nil
+	r.mu.Unlock()
+	if done {
+		return "job_not_running"
+	}
+	select {
+	case r.inputCh <- b:
+		return ""
+	default:
+		return "input queue full: the job is not reading its terminal"
+	}
+}

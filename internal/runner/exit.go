@@ -1,0 +1,154 @@
+package runner
+
+// The end: the exit taken after the drain (and after the ladder, when the
+// job was being ended), published to the server and recorded — by the
+// runner itself, retried, when no server confirms it.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/jobstate"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"golang.org/x/sys/unix"
+)
+
+// finishFailed publishes a job that could not be started.
+func (r *Runner) finishFailed(err error) {
+	r.log.Error("start failed", "err", err)
+	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
+	r.publishExit(m)
+}
+
+// exitOf turns a wait status into the exit code of the API: the status, or
+// 128 + signal for a signal death.
+func exitOf(ws unix.WaitStatus) (code, sig int) {
+	switch {
+	case ws.Exited():
+		return ws.ExitStatus(), 0
+	case ws.Signaled():
+		return 128 + int(ws.Signal()), int(ws.Signal())
+	}
+	return 128, 0
+}
+
+func (r *Runner) running() {
+	r.mu.Lock()
+	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation, Cgroup: r.cgroupPath}
+	r.mu.Unlock()
+	r.broadcast(m)
+}
+
+// waitAndFinish waits for the process to end and its output to drain, then
+// publishes the exit. The order matters: the exit is recorded only after the
+// last byte is on disk, so a client that sees "done" reads all output.
+func (r *Runner) waitAndFinish() {
+	ws := <-r.mainState
+	code, sig := exitOf(ws)
+	r.releaseForeground()
+	r.drain()
+	// A job being ended (terminate, forced delete, a limit) is over only
+	// when the ladder has emptied its tree: its end is not published, and
+	// the runner does not leave, while any process of it lives.
+	r.mu.Lock()
+	ladder := r.ladder
+	r.mu.Unlock()
+	if ladder != nil {
+		<-ladder
+	}
+	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusExited, ExitCode: &code, Signal: sig, EndedAt: time.Now().UnixNano(), Done: true}
+	m.Reason = ReasonExited
+	if sig != 0 {
+		m.Reason = ReasonSignal
+	}
+	r.mu.Lock()
+	if r.launchReason != "" {
+		m.Reason = r.launchReason
+	}
+	if r.terminating != "" {
+		m.Status = jobstate.StatusTerminated
+		m.Reason = r.terminating
+	}
+	// The facts of the start travel with the exit, so its record is whole
+	// even when the running event was never recorded.
+	m.PID, m.StartedAt, m.Isolation = r.pid, unixNano(r.startedAt), r.isolation
+	r.mu.Unlock()
+	if r.tracker.OOMKilled() {
+		m.Reason = ReasonOOM
+	}
+	m.Size = r.size.Load()
+	if err := r.outputFailed(); err != nil && r.terminating == "" {
+		m.Reason = fmt.Sprintf("%s: %v (%d bytes of output on disk, the rest dropped)", ReasonOutputFailed, err, m.Size)
+	}
+	r.publishExit(m)
+}
+
+// publishExit tells the connected server(s) and waits for one to confirm
+// it recorded the exit; with no server there (stopped, crashed, upgrading),
+// the runner records it itself. Both use compare-and-set, so whichever comes
+// second changes nothing.
+func (r *Runner) publishExit(m *proto.Msg) {
+	r.mu.Lock()
+	r.exit = m
+	n := len(r.conns)
+	r.mu.Unlock()
+	close(r.done)
+	if n > 0 {
+		r.broadcast(m)
+		select {
+		case <-r.exitAck:
+			return
+		case <-time.After(exitAckTimeout):
+		}
+	}
+	// Held and retried until the database takes it (a full disk, a
+	// locked database): an exit is never lost, and a server that comes
+	// back meanwhile may take it first (then the compare-and-set here
+	// changes nothing and succeeds).
+	wait := exitRetryMin
+	for {
+		err := recordExit(r.spec.StateDir, r.spec.ID, m)
+		if err == nil {
+			return
+		}
+		r.log.Error("record exit: will retry", "err", err, "in", wait)
+		select {
+		case <-r.exitAck:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, exitRetryMax)
+	}
+}
+
+// exitRetryMin and exitRetryMax bound the back-off between attempts to
+// record an exit no server heard.
+const (
+	exitRetryMin = 200 * time.Millisecond
+	exitRetryMax = 5 * time.Second
+)
+
+// recordExit records m through shellctl-runner-exit, beside this binary. It
+// is only on the path when no server heard the exit, so the runner itself
+// carries no database code and starts fast.
+func recordExit(stateDir, id string, m *proto.Msg) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(filepath.Dir(self), "shellctl-runner-exit")
+	args := []string{"--state-dir", stateDir, "--job-id", id, "--status", m.Status,
+		"--ended-at", time.Unix(0, m.EndedAt).UTC().Format(time.RFC3339Nano), "--reason", m.Reason}
+	if m.ExitCode != nil {
+		args = append(args, "--exit-code", strconv.Itoa(*m.ExitCode), "--signal", strconv.Itoa(m.Signal))
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", bin, err, out)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package runner
+
+// Output: output.log written, counted and announced (coalesced size
+// events), bounded by --max-output-bytes, and never blocking the job when
+// the disk refuses it.
+
+import (
+	"os"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/runner/proto"
+)
+
+// sizeEventGap is the least time between two "output grew" events while
+// output streams: the first byte after a quiet spell is announced at once,
+// a flood costs at most one event per gap instead of one per write (which
+// for a job printing hundreds of MB/s would make the events, not the
+// output, the work). A millisecond is far below anything a waiter can tell.
+const sizeEventGap = time.Millisecond
+
+// sendSizes publishes output growth, coalesced: never a queue that grows
+// with the output.
+func (r *Runner) sendSizes() {
+	var last int64 = -1
+	var lastSent time.Time
+	for {
+		select {
+		case <-r.sizeCh:
+		case <-r.done:
+			return
+		}
+		if wait := sizeEventGap - time.Since(lastSent); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-r.done:
+				return
+			}
+		}
+		n := r.size.Load()
+		if n == last {
+			continue
+		}
+		last = n
+		lastSent = time.Now()
+		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n})
+	}
+}
+
+// outWriter writes output.log, counts it and enforces --max-output-bytes.
+// Only one goroutine writes at a time (the pump of the job's output).
+type outWriter struct {
+	r   *Runner
+	f   *os.File
+	max int64
+	hit bool
+}
+
+func (w *outWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if w.max > 0 {
+		room := w.max - w.r.size.Load()
+		if int64(len(p)) > room {
+			if room < 0 {
+				room = 0
+			}
+			p = p[:room]
+			if !w.hit {
+				w.hit = true
+				go w.r.terminate(ReasonMaxOutput, limitGrace)
+			}
+		}
+	}
+	if len(p) > 0 && w.r.outputFailed() == nil {
+		// The runner is output.log's only writer and size is where it
+		// ends: positioned writes let splice (which refuses append-mode
+		// files) share the file with Write.
+		m, err := w.f.WriteAt(p, w.r.size.Load())
+		if m > 0 {
+			w.r.grew(int64(m))
+		}
+		if err != nil {
+			// A full disk or an I/O error: what made it to disk stays,
+			// the rest is read and dropped so the job is not blocked on
+			// its terminal or pipe, and its end records why.
+			w.r.failOutput(err)
+		}
+	}
+	// Bytes past the limit are consumed and dropped, so the job's writes do
+	// not block while the ladder ends it.
+	return n, nil
+}
+
+// failOutput records the first error writing the job's output.
+func (r *Runner) failOutput(err error) {
+	r.mu.Lock()
+	if r.outErr == nil {
+		r.outErr = err
+		r.log.Error("output cannot be written: the rest is dropped", "err", err, "on_disk", r.size.Load())
+	}
+	r.mu.Unlock()
+}
+
+// outputFailed is the error that stopped output being written, if any.
+func (r *Runner) outputFailed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outErr
+}
+
+func (r *Runner) grew(n int64) {
+	r.size.Add(n)
+	r.lastWrite.Store(time.Now().UnixNano())
+	select {
+	case r.sizeCh <- struct{}{}:
+	default:
+	}
+}
