@@ -66,7 +66,10 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 		master.Close()
 		return err
 	}
+	// Under mu: a terminate or resize may arrive while the job starts.
+	r.mu.Lock()
 	r.master = master
+	r.mu.Unlock()
 	r.pumpDone = make(chan struct{})
 	go func() {
 		defer close(r.pumpDone)
@@ -292,10 +295,11 @@ func (r *Runner) writeInput() {
 // foregroundGroup is the terminal's foreground process group (0 for stdio
 // jobs or when it cannot be read).
 func (r *Runner) foregroundGroup() int {
-	if r.master == nil {
+	master := r.terminal()
+	if master == nil {
 		return 0
 	}
-	rc, err := r.master.SyscallConn()
+	rc, err := master.SyscallConn()
 	if err != nil {
 		return 0
 	}
@@ -309,10 +313,11 @@ func (r *Runner) foregroundGroup() int {
 }
 
 func (r *Runner) resize(cols, rows int) string {
-	if r.master == nil {
+	master := r.terminal()
+	if master == nil {
 		return "input_unsupported"
 	}
-	if err := pty.Setsize(r.master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return err.Error()
 	}
 	return ""
@@ -439,4 +444,11 @@ func (d droppingWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// terminal is the job's terminal (nil for stdio jobs, or before it starts).
+func (r *Runner) terminal() *os.File {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.master
 }
