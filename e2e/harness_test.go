@@ -109,6 +109,11 @@ func (s *server) start() {
 	}
 	cmd := exec.Command(filepath.Join(binDir, "shellctl"), args...)
 	cmd.Env = append([]string{"HOME=" + s.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}, s.env...)
+	if os.Getenv("SHELLCTL_E2E_RACE") != "" {
+		// The race runtime sleeps a second at every exit by default:
+		// processes would seem to linger that long.
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+	}
 	cmd.ExtraFiles = s.extra
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -724,7 +724,9 @@ func TestLargeEnvironmentStarts(t *testing.T) {
 func TestStatusAgreesWithRunAtOnce(t *testing.T) {
 	s := startServer(t, serverOpts{})
 	for i := 0; i < 10; i++ {
-		res, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 30", Timeout: 0.05})
+		// Long enough for a start on a loaded machine or a race-detector
+		// build (a run answers "starting" until the job runs).
+		res, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 30", Timeout: 0.5})
 		if err != nil || res.Status != "running" {
 			t.Fatalf("run: %+v %v", res, err)
 		}

@@ -597,6 +597,11 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	// The race detector's options (race-detector builds, tests only):
+	// passed on so a runner built with it leaves as soon as it is done.
+	if v := os.Getenv("GORACE"); v != "" {
+		cmd.Env = append(cmd.Env, "GORACE="+v)
+	}
 	// Its own session: the runner and the job survive the server's stop,
 	// crash or upgrade, and signals to the server's group do not reach them.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

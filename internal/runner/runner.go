@@ -203,8 +203,12 @@ func Main(args []string) int {
 	spec, err := r.awaitAssign(ctl)
 	if err != nil {
 		// The server went away before it needed us: leave quietly.
+		// The stage made for a job that never came has nothing to do:
+		// it goes at once, not after its runtime has started and read
+		// the end of its channel.
 		if r.stage != nil {
 			r.stage.Close()
+			_ = unix.Kill(r.stage.PID, unix.SIGKILL)
 		}
 		r.closeTracker()
 		return 0
