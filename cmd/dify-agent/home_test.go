@@ -343,12 +343,23 @@ func TestHomeSnapshotHostileArchives(t *testing.T) {
 	outsideRoot := t.TempDir()
 	outside := filepath.Join(outsideRoot, "outside")
 	os.Mkdir(outside, 0o755)
-	for _, name := range []string{"absolute", "dotdot", "inner-dotdot", "hardlink-out", "fifo", "chardev", "symlink-write"} {
+	for _, name := range []string{"absolute", "dotdot", "inner-dotdot", "hardlink-out", "fifo", "chardev", "symlink-write",
+		// Refused by the original's download, not by /v1/snapshot/restore:
+		"hardlink", "duplicate", "dir-twice", "unclean"} {
 		t.Run(name, func(t *testing.T) {
 			h, home := homeHarness(t, fakestub.TokenHomeRead)
 			h.stub.SetHostileTarget(outside)
 			h.mustMode(fakestub.HostilePrefix + name)
-			h.run("", "home-snapshot", "download").wantFail(t, "dify-agent: restore Home Snapshot: archive malformed: ")
+			r := h.run("", "home-snapshot", "download")
+			r.wantFail(t, "dify-agent: restore Home Snapshot: archive malformed: ")
+			if why, ok := map[string]string{
+				"hardlink":  `entry "b.txt": hard link entries are not accepted`,
+				"duplicate": `entry "dup.txt": duplicate entry`,
+				"dir-twice": `entry "d": duplicate entry`,
+				"unclean":   `entry "a//b": not a clean relative name`,
+			}[name]; ok && !strings.Contains(r.stderr, why) {
+				t.Fatalf("stderr %q, want %q", r.stderr, why)
+			}
 			if got := walkFiles(t, outsideRoot); len(got) != 0 {
 				t.Fatalf("written outside HOME: %q", got)
 			}
@@ -375,18 +386,6 @@ func TestHomeSnapshotHostileArchives(t *testing.T) {
 				t.Fatalf("ro: %v %v %q", fi.Mode(), err, b)
 			}
 			os.Chmod(filepath.Join(home, "ro"), 0o755) // so the temp dir can be removed
-		}},
-		{"duplicate", func(t *testing.T, home string) {
-			if b, _ := os.ReadFile(filepath.Join(home, "dup.txt")); string(b) != "two" {
-				t.Fatalf("dup.txt = %q", b)
-			}
-		}},
-		{"hardlink", func(t *testing.T, home string) {
-			a, _ := os.Stat(filepath.Join(home, "a.txt"))
-			b, err := os.Stat(filepath.Join(home, "b.txt"))
-			if err != nil || !os.SameFile(a, b) {
-				t.Fatalf("b.txt is not a link of a.txt: %v", err)
-			}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -435,5 +434,92 @@ func TestHomeSnapshotUploadStreams(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(h.env["TMPDIR"]); len(left) != 0 {
 		t.Fatalf("temporary files: %v", left)
+	}
+}
+
+// The archive of upload is the original's: filepath.WalkDir's lexical
+// order, directory names without "/", every name of a hard-linked file a
+// file of its own, absolute links into HOME made relative. Restored under
+// another path, the Home works the same.
+func TestHomeSnapshotUploadFormat(t *testing.T) {
+	h, home := homeHarness(t, fakestub.TokenHomeWrite)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"q", "b", "x", "k", "a", "m", "z", "c", "j", "e", "s", "d", "p", "f"} {
+		must(os.WriteFile(filepath.Join(home, "n-"+n), []byte(n), 0o644))
+	}
+	must(os.MkdirAll(filepath.Join(home, "a", "deep"), 0o755))
+	must(os.WriteFile(filepath.Join(home, "a.txt"), []byte("sorts after the directory a"), 0o644))
+	must(os.WriteFile(filepath.Join(home, "a", "deep", "data"), []byte("data"), 0o600))
+	must(os.Link(filepath.Join(home, "a", "deep", "data"), filepath.Join(home, "a", "hard")))
+	must(os.MkdirAll(filepath.Join(home, "workspace"), 0o755))
+	must(os.WriteFile(filepath.Join(home, "workspace", "w"), []byte("w"), 0o644))
+	must(syscall.Mkfifo(filepath.Join(home, "a", "fifo"), 0o600))
+	links := map[string][2]string{ // name: target, archived target
+		"a/to-data":    {home + "/a/deep/data", "deep/data"},
+		"a/deep/to-up": {home + "/a.txt", "../../a.txt"},
+		"to-home":      {home, "."},
+		"to-excluded":  {home + "/workspace/w", home + "/workspace/w"},
+		"to-outside":   {"/etc/hostname", "/etc/hostname"},
+		"to-relative":  {"a.txt", "a.txt"},
+	}
+	for name, l := range links {
+		must(os.Symlink(l[0], filepath.Join(home, name)))
+	}
+	var want []string
+	must(filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == home {
+			return err
+		}
+		rel, _ := filepath.Rel(home, p)
+		switch {
+		case rel == "workspace":
+			return filepath.SkipDir
+		case rel == "a/fifo":
+			return nil
+		}
+		want = append(want, rel)
+		return nil
+	}))
+
+	h.run("", "home-snapshot", "upload", "--exclude", "workspace").want(t, 0, "", "")
+	data, _ := h.stub.HomeArchive(fakestub.DefaultSnapshotRef)
+	var got []string
+	for _, hdr := range archiveEntries(t, data) {
+		got = append(got, hdr.Name)
+		switch {
+		case hdr.Typeflag == tar.TypeSymlink:
+			if l := links[hdr.Name]; hdr.Linkname != l[1] {
+				t.Errorf("%s: archived target %q, want %q", hdr.Name, hdr.Linkname, l[1])
+			}
+		case hdr.Name == "a/hard" || hdr.Name == "a/deep/data":
+			if hdr.Typeflag != tar.TypeReg || hdr.Size != 4 {
+				t.Errorf("%s: type %q size %d, want a regular file of 4 bytes", hdr.Name, hdr.Typeflag, hdr.Size)
+			}
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("archive entries\n%q\nwant, in filepath.WalkDir's order and without a trailing /,\n%q", got, want)
+	}
+
+	// Restored under another path: the rewritten links point into the new
+	// Home, the two names of data are two files.
+	dst := filepath.Join(h.root, "elsewhere", "home")
+	must(os.MkdirAll(dst, 0o755))
+	h.env["HOME"], h.env[agentstub.EnvToken] = dst, fakestub.TokenHomeRead
+	h.run("", "home-snapshot", "download").want(t, 0, "", "")
+	for name, content := range map[string]string{"a/to-data": "data", "a/deep/to-up": "sorts after the directory a", "to-home/a/hard": "data"} {
+		if b, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(b) != content {
+			t.Errorf("%s in the restored Home: %q %v, want %q", name, b, err, content)
+		}
+	}
+	a, _ := os.Stat(filepath.Join(dst, "a", "deep", "data"))
+	b, err := os.Stat(filepath.Join(dst, "a", "hard"))
+	if err != nil || os.SameFile(a, b) {
+		t.Fatalf("a/hard restored: %v, same file as a/deep/data: %v", err, os.SameFile(a, b))
 	}
 }

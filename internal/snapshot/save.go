@@ -28,6 +28,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -101,7 +104,10 @@ const (
 	// (256 KiB), its blocks in flight and one copy buffer. A foreign
 	// archive needs its window more: 18 MiB with an 8 MiB window (zstd
 	// -19 and every lower level), up to MaxWindow plus that for the
-	// largest windows the spec admits.
+	// largest windows the spec admits. This holds for the options of
+	// /v1/snapshot/save and /v1/snapshot/restore; SaveOptions.Lexical and
+	// RestoreOptions.NoDuplicates add memory that grows with the largest
+	// directory and with the number of entries.
 	MemoryBound = 32 << 20
 )
 
@@ -145,6 +151,31 @@ type SaveOptions struct {
 	// always left out, whatever the patterns say. It is recognised by its
 	// inode, so any spelling of its path works.
 	StateDir string
+
+	// The fields below make the archive the one of the original's
+	// `dify-agent home-snapshot upload` (agent-cli-backend.md); the zero
+	// values are the format of /v1/snapshot/save (docs/snapshot.md).
+
+	// Lexical archives the entries of each directory sorted by name
+	// (byte order, as filepath.WalkDir visits them) instead of in the
+	// directory's own order. Each directory is then read whole before
+	// its first entry is archived, so memory grows with the largest
+	// directory of Home (measured 98 bytes per entry with 16-byte names).
+	Lexical bool
+	// BareDirNames writes directory names without the trailing "/".
+	BareDirNames bool
+	// NoHardLinks stores every name of a hard-linked file as a regular
+	// file of its own, as if the links were separate files.
+	NoHardLinks bool
+	// RelativeLinks rewrites a symlink whose target is absolute and,
+	// once cleaned, is Home itself or lies inside it as a target relative
+	// to the link's own directory, so the link still works in a Home
+	// restored under another path. Home is the path given to Save,
+	// cleaned (symlinks in it are not resolved). A target that leaves
+	// Home (".." included) or lies in what the archive leaves out (the
+	// exclude patterns, OriginalStateDir) is kept as it is, as is every
+	// relative target.
+	RelativeLinks bool
 }
 
 // Save writes a tar+zstd archive of home to w, streaming: files are read
@@ -171,6 +202,9 @@ func Save(ctx context.Context, w io.Writer, home string, opts SaveOptions) (Save
 		hashOut:  sha256.New(),
 		path:     make([]string, 0, 32),
 		stateDir: stateIdentity(opts.StateDir),
+		opts:     opts,
+		root:     root,
+		home:     filepath.Clean(home),
 	}
 	s.out = &countingWriter{w: w, h: s.hashOut}
 	enc, err := zstd.NewWriter(s.out, encoderOptions...)
@@ -248,6 +282,9 @@ type saver struct {
 	linkBytes int      // what links costs, counted as in maxHardLinkBytes
 	path      []string // components of the directory being walked
 	stateDir  *fileID
+	opts      SaveOptions
+	root      *os.Root // Home
+	home      string   // Home's path, cleaned
 	entries   int64
 	fileBytes int64
 }
@@ -260,6 +297,22 @@ func (s *saver) walk(dir *os.Root, rel string) error {
 		return fmt.Errorf("open directory %q: %w", rel, err)
 	}
 	defer d.Close()
+	if s.opts.Lexical {
+		ents, err := d.ReadDir(-1)
+		if err != nil {
+			return fmt.Errorf("read directory %q: %w", rel, err)
+		}
+		slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, de := range ents {
+			if err := s.ctx.Err(); err != nil {
+				return err
+			}
+			if err := s.entry(dir, rel, de); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
 		ents, rerr := d.ReadDir(readDirBatch)
 		for _, de := range ents {
@@ -333,9 +386,13 @@ func (s *saver) dir(parent *os.Root, name, full string) error {
 			return nil // the server's own state: never archived
 		}
 	}
+	hdrName := full + "/"
+	if s.opts.BareDirNames {
+		hdrName = full
+	}
 	hdr := &tar.Header{
 		Typeflag: tar.TypeDir,
-		Name:     full + "/",
+		Name:     hdrName,
 		Mode:     tarMode(fi.Mode()),
 		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
 	}
@@ -362,6 +419,9 @@ func (s *saver) symlink(dir *os.Root, name, full string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("read link %q: %w", full, err)
+	}
+	if s.opts.RelativeLinks {
+		target = s.relativeTarget(full, target)
 	}
 	return s.header(&tar.Header{
 		Typeflag: tar.TypeSymlink,
@@ -397,7 +457,7 @@ func (s *saver) file(dir *os.Root, name, full string) error {
 		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
 		Size:     fi.Size(),
 	}
-	if id, nlink, ok := identity(fi); ok && nlink > 1 {
+	if id, nlink, ok := identity(fi); ok && nlink > 1 && !s.opts.NoHardLinks {
 		if first, seen := s.links[id]; seen {
 			hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first.name, 0
 			if first.left--; first.left == 0 {
@@ -421,6 +481,50 @@ func (s *saver) file(dir *os.Root, name, full string) error {
 		r = testHookFileReader(full, r)
 	}
 	return s.copyFile(r, full, fi.Size())
+}
+
+// relativeTarget is the target written for the symlink full (relative to
+// Home) whose target is target, under RelativeLinks.
+func (s *saver) relativeTarget(full, target string) string {
+	if !filepath.IsAbs(target) {
+		return target
+	}
+	clean := filepath.Clean(target)
+	rel, err := filepath.Rel(s.home, clean)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return target // outside Home
+	}
+	if rel != "." && s.leftOut(filepath.ToSlash(rel)) {
+		return target
+	}
+	linkDir := filepath.Join(s.home, filepath.Dir(filepath.FromSlash(full)))
+	out, err := filepath.Rel(linkDir, clean)
+	if err != nil {
+		return target
+	}
+	return filepath.ToSlash(out)
+}
+
+// leftOut reports whether the path rel (relative to Home, slash-separated,
+// clean) is one the archive leaves out: OriginalStateDir, or it or a
+// directory above it matches the exclude patterns. Whether the path
+// itself is a directory is asked of Home (a dangling target is taken for
+// a file).
+func (s *saver) leftOut(rel string) bool {
+	if rel == OriginalStateDir || strings.HasPrefix(rel, OriginalStateDir+"/") {
+		return true
+	}
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		if s.excl.excluded(parts[:i], true) {
+			return true
+		}
+	}
+	isDir := false
+	if fi, err := s.root.Stat(rel); err == nil {
+		isDir = fi.IsDir()
+	}
+	return s.excl.excluded(parts, isDir)
 }
 
 // copyFile copies exactly size bytes of r into the archive. A file that

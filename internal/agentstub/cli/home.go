@@ -21,6 +21,29 @@ import (
 // snapshot.Save and read by snapshot.Restore: the same code and the same
 // refusals as /v1/snapshot/save and /v1/snapshot/restore.
 
+// homeSaveOptions make snapshot.Save write the archive of the original's
+// upload: lexical walk order, directory names without "/", every name of
+// a hard-linked file stored as a file of its own, and absolute symlink
+// targets inside HOME made relative.
+func homeSaveOptions(patterns []string) snapshot.SaveOptions {
+	return snapshot.SaveOptions{
+		Excludes:      patterns,
+		Lexical:       true,
+		BareDirNames:  true,
+		NoHardLinks:   true,
+		RelativeLinks: true,
+	}
+}
+
+// homeRestoreOptions add the original download's refusals to those of
+// /v1/snapshot/restore: names that are not clean, hard links and names
+// that appear twice.
+var homeRestoreOptions = snapshot.RestoreOptions{
+	CleanNames:   true,
+	NoHardLinks:  true,
+	NoDuplicates: true,
+}
+
 func (a *app) homeSnapshotCmd() *cobra.Command {
 	c := group("home-snapshot COMMAND", "Move this Home through the Agent Stub (run by the backend)")
 	c.Hidden = true
@@ -100,7 +123,7 @@ func (a *app) homeUploadCmd() *cobra.Command {
 			pr, pw := io.Pipe()
 			packed := make(chan error, 1)
 			go func() {
-				_, err := snapshot.Save(ctx, pw, home, snapshot.SaveOptions{Excludes: patterns})
+				_, err := snapshot.Save(ctx, pw, home, homeSaveOptions(patterns))
 				if err != nil {
 					err = fmt.Errorf("pack HOME: %w", err)
 					pw.CloseWithError(err)
@@ -161,7 +184,7 @@ func (a *app) homeDownloadCmd() *cobra.Command {
 				return plainf("%v", err)
 			}
 			defer body.Close()
-			if _, err := snapshot.Restore(ctx, body, home, snapshot.RestoreOptions{}); err != nil {
+			if _, err := snapshot.Restore(ctx, body, home, homeRestoreOptions); err != nil {
 				return plainf("restore Home Snapshot: %v", err)
 			}
 			return nil

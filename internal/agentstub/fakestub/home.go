@@ -182,6 +182,11 @@ var hostileBuilders = map[string]func(tw *tar.Writer, target string){
 		tarFile(tw, "dup.txt", 0o644, "one")
 		tarFile(tw, "dup.txt", 0o644, "two")
 	},
+	"dir-twice": func(tw *tar.Writer, _ string) {
+		tarEntry(tw, tar.TypeDir, "d/", "", 0o755)
+		tarEntry(tw, tar.TypeDir, "d", "", 0o700)
+	},
+	"unclean": func(tw *tar.Writer, _ string) { tarFile(tw, "a//b", 0o644, "x") },
 	"hardlink": func(tw *tar.Writer, _ string) {
 		tarFile(tw, "a.txt", 0o644, "x")
 		tarEntry(tw, tar.TypeLink, "b.txt", "a.txt", 0o644)
