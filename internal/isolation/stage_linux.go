@@ -295,9 +295,21 @@ func readStageRequest(sock int) (*stageRequest, []int, error) {
 	if size > maxStageRequest {
 		return nil, nil, fmt.Errorf("stage request of %d bytes", size)
 	}
+	// Plain reads on the descriptor: an *os.File over it would close it
+	// when collected, and the stage still answers on it later.
 	body := make([]byte, size)
-	if _, err := io.ReadFull(os.NewFile(uintptr(sock), "runner"), body); err != nil {
-		return nil, nil, err
+	for got := 0; got < len(body); {
+		n, err := unix.Read(sock, body[got:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if n == 0 {
+			return nil, nil, io.ErrUnexpectedEOF
+		}
+		got += n
 	}
 	req := new(stageRequest)
 	if err := json.Unmarshal(body, req); err != nil {
