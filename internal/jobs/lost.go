@@ -139,11 +139,19 @@ func readStat(pid int) (procStat, bool) {
 }
 
 // killGroupAndOrphans kills, until none is left, every process in the
-// process group or session led by pid, and every child of the server that
-// is not one of its runners (orphans adopted from a dead runner); the
-// adopted ones are reaped.
+// process group or session led by pid, and every child the server adopts
+// meanwhile (the orphans the kill makes); the adopted ones are reaped.
 func (s *Service) killGroupAndOrphans(pid int) error {
 	self := os.Getpid()
+	// Children we had already adopted before this job was ended are left
+	// alone: among them is the work other jobs left running when they
+	// ended by themselves (a `nohup server &`, reparented to us when its
+	// runner left), which no lost job may take down. What this job's
+	// end orphans from here on is its own.
+	before := map[int]bool{}
+	for _, c := range childrenOf(self) {
+		before[c] = true
+	}
 	deadline := time.Now().Add(lostKillWait)
 	for {
 		left := 0
@@ -160,7 +168,7 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 			if !ok {
 				continue
 			}
-			adopted := st.ppid == self && !s.isRunner(p)
+			adopted := st.ppid == self && !s.isRunner(p) && !before[p]
 			if st.pgrp != pid && st.session != pid && !adopted {
 				continue
 			}
