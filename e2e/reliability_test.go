@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,14 @@ func TestLostRunnerEndsItsJob(t *testing.T) {
 	for _, tr := range trackers {
 		t.Run(tr.name, func(t *testing.T) {
 			s := startServer(t, serverOpts{args: tr.args})
+			// Work another job left running when it ended by itself is not
+			// the lost job's, and must survive its end.
+			_, kept := s.runDone(t, client.RunRequest{Script: "nohup sleep 303 >/dev/null 2>&1 & echo keep=$!", Cwd: t.TempDir()})
+			keep := atoiOr0(isoParseKV(kept)["keep"])
+			if keep <= 0 {
+				t.Fatalf("no kept pid in %q", kept)
+			}
+			t.Cleanup(func() { syscall.Kill(keep, syscall.SIGKILL) })
 			script := "sleep 300 & echo a=$!\nsetsid sleep 301 & echo b=$!\necho main=$$ runner=$PPID\nsleep 302\n"
 			res, err := s.c.Run(ctx(t), client.RunRequest{Script: script, Timeout: 2, Cwd: t.TempDir()})
 			if err != nil {
@@ -123,7 +132,10 @@ func TestLostRunnerEndsItsJob(t *testing.T) {
 				v, err := s.c.Status(ctx(t), res.JobID)
 				return err == nil && v.Status == "lost"
 			})
-			fxEventually(t, 3*time.Second, "every process of the lost job to be gone", func() bool { return !fxAnyAlive(pids) })
+			fxEventually(t, 3*time.Second, "every process of the lost job to be gone: "+fmt.Sprint(pids), func() bool { return !fxAnyAlive(pids) })
+			if !fxAlive(keep) {
+				t.Errorf("the nohup'd work of another, finished job (pid %d) was killed with the lost job", keep)
+			}
 			if v, err := s.c.Terminate(ctx(t), res.JobID, 1); err != nil || v.Status != "lost" {
 				t.Fatalf("terminate of the lost job: %+v %v", v, err)
 			}

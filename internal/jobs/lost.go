@@ -143,15 +143,10 @@ func readStat(pid int) (procStat, bool) {
 // meanwhile (the orphans the kill makes); the adopted ones are reaped.
 func (s *Service) killGroupAndOrphans(pid int) error {
 	self := os.Getpid()
-	// Children we had already adopted before this job was ended are left
-	// alone: among them is the work other jobs left running when they
-	// ended by themselves (a `nohup server &`, reparented to us when its
-	// runner left), which no lost job may take down. What this job's
-	// end orphans from here on is its own.
-	before := map[int]bool{}
-	for _, c := range childrenOf(self) {
-		before[c] = true
-	}
+	// Work other jobs left running when they ended by themselves (a
+	// `nohup server &`, reparented to us when its runner left) is no lost
+	// job's to take down: those were noted as kept when their runner
+	// exited cleanly (keepLeftovers).
 	deadline := time.Now().Add(lostKillWait)
 	for {
 		left := 0
@@ -168,7 +163,7 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 			if !ok {
 				continue
 			}
-			adopted := st.ppid == self && !s.isRunner(p) && !before[p]
+			adopted := st.ppid == self && !s.isRunner(p) && !s.isKept(p)
 			if st.pgrp != pid && st.session != pid && !adopted {
 				continue
 			}
@@ -192,6 +187,29 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 		}
 		time.Sleep(lostRecheck)
 	}
+}
+
+// keepLeftovers notes, when a runner has left after its job ended by
+// itself, the processes we adopted from it (and any other job's that are
+// still ours) as work left running on purpose.
+func (s *Service) keepLeftovers() {
+	kids := childrenOf(os.Getpid())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := map[int]bool{}
+	for _, c := range kids {
+		if !s.runners[c] {
+			now[c] = true
+		}
+	}
+	s.kept = now // what is no longer our child is forgotten
+}
+
+// isKept reports whether pid is work a job left running on purpose.
+func (s *Service) isKept(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept[pid]
 }
 
 // isRunner reports whether pid is a runner this server started.

@@ -81,6 +81,9 @@ type Service struct {
 	// runners are the pids of the runners this server started and still
 	// waits for (os/exec collects them; reapAdopted leaves them alone).
 	runners map[int]bool
+	// kept are adopted processes that jobs left running when they ended
+	// by themselves: ending a lost job never kills them.
+	kept map[int]bool
 	pool    chan *idleRunner // warm runners waiting for a job
 	// readyDirs are empty job directories made ahead (".ready-…").
 	readyDirs chan string
@@ -615,10 +618,14 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	s.mu.Unlock()
 	// Reap the runner when it leaves (it is our child until we exit).
 	go func() {
-		cmd.Wait()
+		err := cmd.Wait()
 		s.mu.Lock()
 		delete(s.runners, cmd.Process.Pid)
 		s.mu.Unlock()
+		if err == nil {
+			// A runner that left cleanly: what it leaves us is kept.
+			s.keepLeftovers()
+		}
 	}()
 	c, err := net.FileConn(ours)
 	ours.Close()
