@@ -84,7 +84,7 @@ type Service struct {
 	// kept are adopted processes that jobs left running when they ended
 	// by themselves: ending a lost job never kills them.
 	kept map[int]bool
-	pool    chan *idleRunner // warm runners waiting for a job
+	pool chan *idleRunner // warm runners waiting for a job
 	// readyDirs are empty job directories made ahead (".ready-…").
 	readyDirs chan string
 
