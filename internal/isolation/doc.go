@@ -1,11 +1,12 @@
 // Package isolation confines a job's process and builds its environment.
 //
 // The runner (shellctl-runner) stays unrestricted: it must write the job's
-// output. It starts the job with [Start], which confines one locked OS
-// thread of the runner — the job's HOME made, its Landlock domain and
-// no_new_privs set on that thread only — and forks the job from it, so the
-// confinement is in force before the first instruction of the job runs
-// while the runner's other threads stay free. The thread is never released.
+// output. Nothing but the job is ever inside the job's Landlock domain: the
+// runner starts a stage ahead of need ([StartStage]: its own binary again
+// with [StageArg]) and hands it the job ([Stage.Assign]); the stage
+// ([StageMain]) sets up the job's terminal or pipes and working directory,
+// makes the domain and no_new_privs on the thread that then calls execve,
+// and becomes the job (stage_linux.go says why it must be so).
 //
 // The policy ([Policy]) is read from the server's environment once
 // ([PolicyFromEnv]) and travels to the runner inside the job's spec, as

@@ -8,10 +8,9 @@ package isolation
 // rules, restrict self) are written out below with the same per-ABI tables
 // and the same erratum rule.
 //
-// Threads: Landlock and no_new_privs are per-thread. Start confines one
-// locked OS thread of the runner and forks the job from it; the job
-// inherits the thread's domain and the runner's other threads stay
-// unrestricted. The thread is never released.
+// Threads: Landlock and no_new_privs are per-thread. The stage restricts
+// the thread that then execs the job (execve ends its other threads), so
+// the job's domain never holds any other process's thread.
 
 import (
 	"errors"
