@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,13 @@ import (
 //	                before execve, and a failure when something did not
 //	                work. The stage's end is close-on-exec, so end of file
 //	                with no failure means the job's program runs.
+
+// textBusyTries and textBusyPause bound how long a stage retries an exec
+// that failed with ETXTBSY (see becomeJob): 100 ms in all.
+const (
+	textBusyTries = 50
+	textBusyPause = 2 * time.Millisecond
+)
 
 // StageArg, as the first argument of the runner's binary, makes it a stage
 // (see cmd/shellctl-runner); the socket to its runner is fd StageFD.
@@ -377,6 +385,14 @@ func becomeJob(req *stageRequest, fds []int, reply func(stageReply)) (int, error
 	var none unix.Sigset_t
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
 	err = syscall.Exec(prog, cfg.Argv, cfg.Env)
+	// ETXTBSY: some process still holds the script open for writing — a
+	// child the server forked while it wrote a large (spooled) script,
+	// which closes it at its own execve a moment later. Only on this
+	// error path, a few short tries before giving up.
+	for i := 0; errors.Is(err, syscall.ETXTBSY) && i < textBusyTries; i++ {
+		time.Sleep(textBusyPause)
+		err = syscall.Exec(prog, cfg.Argv, cfg.Env)
+	}
 	code := ExitCannotExec
 	if errors.Is(err, syscall.ENOENT) {
 		code = ExitNotFound

@@ -405,6 +405,12 @@ func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, p
 		*perm = 0o700
 	}
 	if spool == nil {
+		// No fork while the script is open for writing: a child forked
+		// meanwhile (a runner being started) holds the descriptor until its
+		// own execve, and the job's execve of the script would then fail
+		// with ETXTBSY ("text file busy"). os/exec takes ForkLock to fork.
+		syscall.ForkLock.RLock()
+		defer syscall.ForkLock.RUnlock()
 		f, err := s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(*perm))
 		if err != nil {
 			return err
