@@ -453,3 +453,12 @@ func TestSecretsTokenFileRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A token made only of the character the scrub writes over it with ("x")
+// does not make the scrub find its own overwrite forever: serve starts.
+func TestServeWithATokenOfXs(t *testing.T) {
+	s := startServer(t, serverOpts{token: "xxxxxxxx"})
+	if res, out := s.runDone(t, client.RunRequest{Script: "echo up"}); code(res) != 0 || !strings.Contains(out, "up") {
+		t.Fatalf("run with an x token: %d %q", code(res), out)
+	}
+}

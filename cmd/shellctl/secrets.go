@@ -153,14 +153,18 @@ func scrubArgs(secret string) {
 		return
 	}
 	sec := []byte(secret)
-	for {
-		k := bytes.Index(mem, sec)
+	// The search goes on after each overwrite: a token of x's would
+	// otherwise be found again in its own overwrite, forever.
+	for from := 0; from < len(mem); {
+		k := bytes.Index(mem[from:], sec)
 		if k < 0 {
 			return
 		}
+		k += from
 		for j := k; j < k+len(sec); j++ {
 			mem[j] = 'x'
 		}
+		from = k + len(sec)
 	}
 }
 
