@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shellctl/shellctl/internal/httperr"
+	"github.com/shellctl/shellctl/internal/metrics"
 )
 
 const (
@@ -59,10 +60,11 @@ func TimeoutFromEnv(getenv func(string) string) (time.Duration, error) {
 
 // Config is what the snapshot service needs from the server.
 type Config struct {
-	Home     string        // the server's $HOME
-	StateDir string        // the server's state dir: never saved, never written to by a restore (when inside Home; recognised by device and inode, whatever its path)
-	Timeout  time.Duration // total I/O deadline per operation
-	Logger   *slog.Logger  // may be nil
+	Home     string           // the server's $HOME
+	StateDir string           // the server's state dir: never saved, never written to by a restore (when inside Home; recognised by device and inode, whatever its path)
+	Timeout  time.Duration    // total I/O deadline per operation
+	Logger   *slog.Logger     // may be nil
+	Metrics  *metrics.Metrics // may be nil
 }
 
 // Service serves the two snapshot routes, one operation at a time.
@@ -134,13 +136,17 @@ func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	start := time.Now()
+	outcome, sent := "", int64(0)
+	defer func() { s.cfg.Metrics.Snapshot("save", outcome, sent, time.Since(start)) }()
 
 	req, status, code, msg := decodeSaveRequest(r.Body)
 	if status != 0 {
+		outcome = code
 		httperr.Write(w, status, code, msg)
 		return
 	}
 	if err := checkHome(s.cfg.Home); err != nil {
+		outcome = "home_unavailable"
 		s.log.Error("snapshot save", "outcome", "home_unavailable", "err", err)
 		httperr.Write(w, http.StatusInternalServerError, "home_unavailable", err.Error())
 		return
@@ -148,6 +154,8 @@ func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
 
 	sw := &streamWriter{w: w}
 	st, err := Save(ctx, sw, s.cfg.Home, SaveOptions{Excludes: req.Excludes, StateDir: s.cfg.StateDir})
+	sent = st.Bytes
+	outcome = saveOutcome(err, sw.started)
 	switch {
 	case err == nil:
 		h := w.Header()
@@ -236,8 +244,9 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	start := time.Now()
-
-	st, err := Restore(ctx, r.Body, s.cfg.Home, RestoreOptions{StateDir: s.cfg.StateDir})
+	body := &countingReader{r: r.Body}
+	st, err := Restore(ctx, body, s.cfg.Home, RestoreOptions{StateDir: s.cfg.StateDir})
+	s.cfg.Metrics.Snapshot("restore", restoreOutcome(err), body.n, time.Since(start))
 	switch {
 	case err == nil:
 		s.log.Info("snapshot restore", "outcome", "ok", "entries", st.Entries, "bytes_written", st.BytesWritten,
@@ -263,3 +272,44 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 // collection of a heap this small costs a few milliseconds, once per
 // snapshot operation that itself takes seconds.
 func releaseMemory() { debug.FreeOSMemory() }
+
+// saveOutcome names how a save ended, as its metrics label.
+func saveOutcome(err error, started bool) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrBadPattern):
+		return "invalid_request"
+	case errors.Is(err, ErrHomeUnavailable):
+		return "home_unavailable"
+	case !started:
+		return "snapshot_failed"
+	}
+	return "aborted"
+}
+
+// restoreOutcome names how a restore ended, as its metrics label.
+func restoreOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrHomeUnavailable):
+		return "home_unavailable"
+	case errors.Is(err, ErrMalformed):
+		return "archive_malformed"
+	}
+	return "restore_failed"
+}
+
+// countingReader counts the archive bytes a restore read (once per read,
+// not per byte).
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
