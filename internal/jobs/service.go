@@ -710,5 +710,5 @@ func (s *Service) ended(j *job, e store.Exit) {
 	}
 	j.mu.Unlock()
 	s.cfg.Metrics.JobEnded(e.Status, e.Reason, d)
-	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", e.Reason, "exit_code", e.ExitCode, "signal", e.Signal, "duration", d)
+	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", e.Reason, "exit_code", e.ExitCode, "signal", e.Signal, "duration_seconds", d.Seconds())
 }
