@@ -417,8 +417,11 @@ func TestJSONLogsRequestIDs(t *testing.T) {
 	find("401 request", func(e entry) bool {
 		return e.Msg == "request" && e.RequestID == unauth && e.Status == float64(401) && e.Route == "/v1/info"
 	})
-	find("run request naming its job", func(e entry) bool {
+	run := find("run request naming its job", func(e entry) bool {
 		return e.Msg == "request" && e.Route == "/v1/jobs/run" && e.Job == res.JobID && len(e.RequestID) == 32
+	})
+	find("job start with the run's request id", func(e entry) bool {
+		return e.Msg == "job started" && e.Job == res.JobID && e.RequestID == run.RequestID
 	})
 	find("job running", func(e entry) bool { return e.Msg == "job running" && e.Job == res.JobID })
 	find("job end with reason", func(e entry) bool { return e.Msg == "job ended" && e.Job == res.JobID && e.Reason == "exited" })

@@ -20,6 +20,7 @@ import (
 	"github.com/shellctl/shellctl/internal/httperr"
 	"github.com/shellctl/shellctl/internal/jobs"
 	"github.com/shellctl/shellctl/internal/metrics"
+	"github.com/shellctl/shellctl/internal/reqctx"
 )
 
 // Snapshotter serves the snapshot routes (internal/snapshot).
@@ -53,9 +54,9 @@ type Server struct {
 // new one), sent back in the answer and logged with its route, status and
 // duration; it is counted in the HTTP metrics by route pattern and code.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ri := &reqInfo{id: requestID(r.Header.Get(RequestIDHeader)), start: time.Now()}
-	w.Header().Set(RequestIDHeader, ri.id)
-	r = r.WithContext(withReqInfo(r.Context(), ri))
+	ri := &reqctx.Info{ID: requestID(r.Header.Get(RequestIDHeader)), Start: time.Now()}
+	w.Header().Set(RequestIDHeader, ri.ID)
+	r = r.WithContext(reqctx.With(r.Context(), ri))
 	sw := &statusWriter{ResponseWriter: w}
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		sw.body = &bodyWatch{ReadCloser: r.Body}
@@ -68,8 +69,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // done logs and counts one answered request.
-func (s *Server) done(sw *statusWriter, r *http.Request, ri *reqInfo) {
-	d := time.Since(ri.start)
+func (s *Server) done(sw *statusWriter, r *http.Request, ri *reqctx.Info) {
+	d := time.Since(ri.Start)
 	route, job := routePattern(r.URL.EscapedPath())
 	status := sw.status
 	if status == 0 {
@@ -79,10 +80,10 @@ func (s *Server) done(sw *statusWriter, r *http.Request, ri *reqInfo) {
 	if s.Logger == nil {
 		return
 	}
-	if ri.job != "" {
-		job = ri.job
+	if ri.Job != "" {
+		job = ri.Job
 	}
-	attrs := []any{"request_id", ri.id, "method", r.Method, "route", route, "status", status, "duration_ms", float64(d.Microseconds()) / 1000}
+	attrs := []any{"request_id", ri.ID, "method", r.Method, "route", route, "status", status, "duration_ms", float64(d.Microseconds()) / 1000}
 	if job != "" {
 		attrs = append(attrs, "job", job)
 	}

@@ -204,7 +204,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	b.Offset = nil // run always waits from offset 0
 	ri := reqInfoFrom(r.Context())
 	if ri != nil {
-		req.ReceivedAt = ri.start
+		req.ReceivedAt = ri.Start
 	}
 	res, err := s.Jobs.Run(r.Context(), req, b.params(defaultRunTimeout, true))
 	if err != nil {
@@ -212,7 +212,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ri != nil {
-		ri.job = res.JobID
+		ri.Job = res.JobID
 	}
 	writeResult(w, res)
 }

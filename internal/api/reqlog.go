@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
-	"time"
 
 	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/reqctx"
 )
 
 // RequestIDHeader carries a request's id, both ways.
@@ -16,32 +16,10 @@ const RequestIDHeader = "X-Request-Id"
 // maxRequestID bounds an id taken from a client.
 const maxRequestID = 128
 
-// reqInfo is what the log line of one request says beyond its route and
-// status; handlers fill in the job they made.
-type reqInfo struct {
-	id    string
-	start time.Time
-	job   string
-}
-
-type reqInfoKey struct{}
-
-func withReqInfo(ctx context.Context, ri *reqInfo) context.Context {
-	return context.WithValue(ctx, reqInfoKey{}, ri)
-}
-
-func reqInfoFrom(ctx context.Context) *reqInfo {
-	ri, _ := ctx.Value(reqInfoKey{}).(*reqInfo)
-	return ri
-}
+func reqInfoFrom(ctx context.Context) *reqctx.Info { return reqctx.From(ctx) }
 
 // RequestID returns the id of the request ctx belongs to ("" outside one).
-func RequestID(ctx context.Context) string {
-	if ri := reqInfoFrom(ctx); ri != nil {
-		return ri.id
-	}
-	return ""
-}
+func RequestID(ctx context.Context) string { return reqctx.ID(ctx) }
 
 // requestID keeps a client's id when it is sane (1 to 128 characters of
 // A-Z a-z 0-9 . _ : -, nothing that could forge a log line or a header),

@@ -27,6 +27,7 @@ import (
 
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/metrics"
+	"github.com/shellctl/shellctl/internal/reqctx"
 	"github.com/shellctl/shellctl/internal/runner"
 	"github.com/shellctl/shellctl/internal/runner/proto"
 	"github.com/shellctl/shellctl/internal/statedir"
@@ -372,7 +373,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	}
 	j.mu.Unlock()
 	s.attach(j, conn)
-	s.log.Info("job started", "job", j.id, "mode", req.Mode, "runner_pid", pid)
+	s.log.Info("job started", "job", j.id, "mode", req.Mode, "runner_pid", pid, "request_id", reqctx.ID(ctx))
 	return nil
 }
 
