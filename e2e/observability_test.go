@@ -215,9 +215,9 @@ func TestInfoReportsServer(t *testing.T) {
 	if in.StateDir != s.StateDir || !in.AuthRequired {
 		t.Errorf("state_dir %q (want %q), auth_required %v", in.StateDir, s.StateDir, in.AuthRequired)
 	}
-	for _, secret := range []string{obsToken, obsCredential} {
+	for _, secret := range []string{obsToken, obsCredential, tokFile} {
 		if strings.Contains(body, secret) {
-			t.Errorf("GET /v1/info shows a secret %q:\n%s", secret, body)
+			t.Errorf("GET /v1/info shows a secret (or the token file) %q:\n%s", secret, body)
 		}
 	}
 

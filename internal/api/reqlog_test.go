@@ -1,10 +1,13 @@
 package api
 
 import (
+	"log/slog"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/shellctl/shellctl/internal/metrics"
 )
 
 func TestRequestIDKeptWhenSane(t *testing.T) {
@@ -70,5 +73,25 @@ func TestEveryAnswerCarriesARequestID(t *testing.T) {
 		if rec.Code != c.code || rec.Header().Get(RequestIDHeader) != "rid-1" {
 			t.Errorf("GET %s: %d with id %q, want %d with rid-1", c.path, rec.Code, rec.Header().Get(RequestIDHeader), c.code)
 		}
+	}
+}
+
+// BenchmarkRequestOverhead is the cost of the id, the log line (discarded)
+// and the metrics around a trivial route.
+func BenchmarkRequestOverhead(b *testing.B) {
+	for _, withObs := range []bool{false, true} {
+		s := &Server{}
+		name := "bare"
+		if withObs {
+			s.Metrics = metrics.New()
+			s.Logger = slog.New(slog.DiscardHandler)
+			name = "ids+log+metrics"
+		}
+		b.Run(name, func(b *testing.B) {
+			req := httptest.NewRequest("GET", "/healthz", nil)
+			for b.Loop() {
+				s.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
 	}
 }

@@ -21,7 +21,8 @@ const namespace = "shellctl"
 
 // Metrics is the registry of one server and its collectors.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg     *prometheus.Registry
+	handler http.Handler
 
 	jobsStarted      *prometheus.CounterVec
 	jobsEnded        *prometheus.CounterVec
@@ -38,6 +39,7 @@ type Metrics struct {
 // the process's, and shellctl_build_info.
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	m.jobsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "jobs_started_total",
 		Help: "Jobs created by run requests, by mode (pty, stdio).",
@@ -112,9 +114,7 @@ func (m *Metrics) RegisterGauges(g Gauges) {
 }
 
 // Handler serves the registry in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-}
+func (m *Metrics) Handler() http.Handler { return m.handler }
 
 // JobStarted counts a job created in mode.
 func (m *Metrics) JobStarted(mode string) {
