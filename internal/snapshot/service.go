@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/shellctl/shellctl/internal/httperr"
-	"github.com/shellctl/shellctl/internal/metrics"
 )
 
 const (
@@ -60,11 +59,26 @@ func TimeoutFromEnv(getenv func(string) string) (time.Duration, error) {
 
 // Config is what the snapshot service needs from the server.
 type Config struct {
-	Home     string           // the server's $HOME
-	StateDir string           // the server's state dir: never saved, never written to by a restore (when inside Home; recognised by device and inode, whatever its path)
-	Timeout  time.Duration    // total I/O deadline per operation
-	Logger   *slog.Logger     // may be nil
-	Metrics  *metrics.Metrics // may be nil
+	Home     string        // the server's $HOME
+	StateDir string        // the server's state dir: never saved, never written to by a restore (when inside Home; recognised by device and inode, whatever its path)
+	Timeout  time.Duration // total I/O deadline per operation
+	Logger   *slog.Logger  // may be nil
+	Metrics  Recorder      // may be nil
+}
+
+// Recorder is told of every snapshot operation (internal/metrics; an
+// interface so that the dify-agent CLI, which links this package, does
+// not link the metrics library).
+type Recorder interface {
+	// Snapshot records one operation: op "save" or "restore", outcome
+	// "ok" or the error code, bytes the archive bytes moved.
+	Snapshot(op, outcome string, bytes int64, d time.Duration)
+}
+
+func (s *Service) record(op, outcome string, bytes int64, start time.Time) {
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.Snapshot(op, outcome, bytes, time.Since(start))
+	}
 }
 
 // Service serves the two snapshot routes, one operation at a time.
@@ -137,7 +151,7 @@ func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
 	defer end()
 	start := time.Now()
 	outcome, sent := "", int64(0)
-	defer func() { s.cfg.Metrics.Snapshot("save", outcome, sent, time.Since(start)) }()
+	defer func() { s.record("save", outcome, sent, start) }()
 
 	req, status, code, msg := decodeSaveRequest(r.Body)
 	if status != 0 {
@@ -246,7 +260,7 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	body := &countingReader{r: r.Body}
 	st, err := Restore(ctx, body, s.cfg.Home, RestoreOptions{StateDir: s.cfg.StateDir})
-	s.cfg.Metrics.Snapshot("restore", restoreOutcome(err), body.n, time.Since(start))
+	s.record("restore", restoreOutcome(err), body.n, start)
 	switch {
 	case err == nil:
 		s.log.Info("snapshot restore", "outcome", "ok", "entries", st.Entries, "bytes_written", st.BytesWritten,
