@@ -3,7 +3,11 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 BINARIES := shellctl shellctl-runner shellctl-runner-exit shellctl-sanitize-pty dify-agent fake-agent-stub
-GOFLAGS_BUILD := -trimpath -ldflags '-s -w'
+# The version and commit GET /v1/info and shellctl_build_info report.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILDINFO := github.com/shellctl/shellctl/internal/buildinfo
+GOFLAGS_BUILD := -trimpath -ldflags '-s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT)'
 export CGO_ENABLED := 0
 
 .PHONY: all build run test test-race vet fmt-check unit integration bench bench-quick clean

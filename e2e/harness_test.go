@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -69,6 +70,11 @@ type server struct {
 	group      *e2eGroup
 	noGroup    bool
 	startTicks uint64 // start time of the first server process, clock ticks since boot
+	// stderr keeps every line the server wrote to stderr (see
+	// observability_test.go); stderrGrew is closed and replaced at each.
+	stderrMu   sync.Mutex
+	stderr     []string
+	stderrGrew chan struct{}
 }
 
 type serverOpts struct {
@@ -143,6 +149,7 @@ func (s *server) start() {
 		sent := false
 		for sc.Scan() {
 			line := sc.Text()
+			s.addStderr(line)
 			if m := serving.FindStringSubmatch(line); m != nil && !sent {
 				urlCh <- m[1]
 				sent = true

@@ -58,6 +58,7 @@ func serveCmd() *cobra.Command {
 	var verbose bool
 	var tokenFile string
 	var pprofAddr string
+	logFormat := "text"
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Start the job server",
@@ -67,7 +68,11 @@ func serveCmd() *cobra.Command {
 			if !verbose {
 				level = slog.LevelWarn
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			logger, err := newLogger(logFormat, level)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
 			tc, err := resolveToken(cfg.Token, tokenFile, os.Getenv)
 			if err != nil {
 				return err
@@ -143,6 +148,9 @@ func serveCmd() *cobra.Command {
 				}()
 			}
 			fmt.Fprintf(os.Stderr, "shellctl: serving on http://%s (state dir %s)\n", s.Addr(), cfg.StateDir)
+			if a := s.MetricsAddr(); a != "" {
+				fmt.Fprintf(os.Stderr, "shellctl: metrics without auth on http://%s/metrics\n", a)
+			}
 			<-ctx.Done()
 			cfg.Logger.Warn("stopping: running jobs keep running")
 			return s.Stop()
@@ -174,6 +182,8 @@ func serveCmd() *cobra.Command {
 	f.Var(durationFlag{&cfg.IdleTimeout}, "idle-timeout", "an idle keep-alive connection is closed after this (0 = no limit)")
 	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections open at once; over it the oldest idle one without an authorized request is closed (0 = no cap)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request and job transition")
+	f.StringVar(&logFormat, "log-format", logFormat, "log format on stderr: text or json (one object a line)")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "also serve GET /metrics on this address, without auth (e.g. 127.0.0.1:9090); /metrics on --listen always needs the token")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiles on this loopback address (performance work)")
 	_ = f.MarkHidden("pprof")
 	return c
@@ -245,4 +255,16 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size such as 1GiB or 1048576", s)
 	}
 	return n * mult, nil
+}
+
+// newLogger makes serve's logger on stderr in format (text or json).
+func newLogger(format string, level slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q is not one of text, json", format)
 }

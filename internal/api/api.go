@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"log/slog"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/shellctl/shellctl/internal/httperr"
 	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/metrics"
+	"github.com/shellctl/shellctl/internal/reqctx"
 )
 
 // Snapshotter serves the snapshot routes (internal/snapshot).
@@ -34,6 +37,11 @@ type Server struct {
 	Home     string      // the server's $HOME: a relative cwd is resolved against it
 	Limits   Limits
 	Logger   *slog.Logger
+	// Metrics counts the requests and serves GET /metrics (nil: the route
+	// answers 404).
+	Metrics *metrics.Metrics
+	// Info answers GET /v1/info (nil: 404).
+	Info func(context.Context) (any, error)
 
 	budgetOnce sync.Once
 	sem        *semaphore.Weighted
@@ -41,17 +49,45 @@ type Server struct {
 }
 
 // ServeHTTP routes one request.
+//
+// Every request gets an id (X-Request-Id: the client's when sane, else a
+// new one), sent back in the answer and logged with its route, status and
+// duration; it is counted in the HTTP metrics by route pattern and code.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	ri := &reqctx.Info{ID: requestID(r.Header.Get(RequestIDHeader)), Start: time.Now()}
+	w.Header().Set(RequestIDHeader, ri.ID)
+	r = r.WithContext(reqctx.With(r.Context(), ri))
 	sw := &statusWriter{ResponseWriter: w}
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		sw.body = &bodyWatch{ReadCloser: r.Body}
 		r.Body = sw.body
 	}
+	// Deferred: a snapshot save that must cut its connection panics
+	// with http.ErrAbortHandler, and is still logged and counted.
+	defer s.done(sw, r, ri)
 	s.route(sw, r)
-	if s.Logger != nil {
-		s.Logger.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(time.Since(start).Microseconds())/1000)
+}
+
+// done logs and counts one answered request.
+func (s *Server) done(sw *statusWriter, r *http.Request, ri *reqctx.Info) {
+	d := time.Since(ri.Start)
+	route, job := routePattern(r.URL.EscapedPath())
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
 	}
+	s.Metrics.Request(route, r.Method, status, d)
+	if s.Logger == nil {
+		return
+	}
+	if ri.Job != "" {
+		job = ri.Job
+	}
+	attrs := []any{"request_id", ri.ID, "method", r.Method, "route", route, "status", status, "duration_ms", float64(d.Microseconds()) / 1000}
+	if job != "" {
+		attrs = append(attrs, "job", job)
+	}
+	s.Logger.Info("request", attrs...)
 }
 
 type statusWriter struct {
@@ -113,7 +149,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
-	if !strings.HasPrefix(path, "/v1/") {
+	if path != "/metrics" && !strings.HasPrefix(path, "/v1/") {
 		notFound(w, r)
 		return
 	}
@@ -121,8 +157,35 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
 		return
 	}
+	if path == "/metrics" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		if s.Metrics == nil {
+			notFound(w, r)
+			return
+		}
+		s.Metrics.Handler().ServeHTTP(w, r)
+		return
+	}
 	parts := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")
 	switch {
+	case len(parts) == 1 && parts[0] == "info":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		if s.Info == nil {
+			notFound(w, r)
+			return
+		}
+		v, err := s.Info(r.Context())
+		if err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		httperr.WriteJSON(w, http.StatusOK, v)
 	case len(parts) == 2 && parts[0] == "snapshot" && (parts[1] == "save" || parts[1] == "restore"):
 		if r.Method != http.MethodPost {
 			methodNotAllowed(w, r, "POST")

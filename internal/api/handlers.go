@@ -202,10 +202,17 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		req.Script = string(mem.b)
 	}
 	b.Offset = nil // run always waits from offset 0
+	ri := reqInfoFrom(r.Context())
+	if ri != nil {
+		req.ReceivedAt = ri.Start
+	}
 	res, err := s.Jobs.Run(r.Context(), req, b.params(defaultRunTimeout, true))
 	if err != nil {
 		s.writeErr(w, err)
 		return
+	}
+	if ri != nil {
+		ri.Job = res.JobID
 	}
 	writeResult(w, res)
 }

@@ -28,11 +28,13 @@ type job struct {
 	status   string
 	exitCode *int
 	created  time.Time
-	started  time.Time
-	ended    time.Time
-	size     int64
-	lastGrow time.Time
-	changed  chan struct{}
+	// requested is when the run request arrived.
+	requested time.Time
+	started   time.Time
+	ended     time.Time
+	size      int64
+	lastGrow  time.Time
+	changed   chan struct{}
 
 	conn    *proto.Conn
 	inputMu sync.Mutex // one input's pieces at a time
@@ -125,7 +127,9 @@ func (j *job) deliver(m *proto.Msg) {
 
 func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	j.mu.Lock()
+	var grown int64
 	if m.Size > j.size {
+		grown = m.Size - j.size
 		j.size = m.Size
 		j.lastGrow = time.Now()
 	}
@@ -141,9 +145,13 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 		j.started = time.Unix(0, m.StartedAt)
 		becameRunning = true
 	}
+	requested, started := j.requested, j.started
 	j.notifyLocked()
 	j.mu.Unlock()
+	s.cfg.Metrics.Output(grown)
 	if becameRunning {
+		s.cfg.Metrics.JobRunning(requested, started)
+		s.log.Info("job running", "job", j.id, "pid", m.PID, "cgroup", m.Cgroup != "")
 		// Off the event path: the exit may follow within a millisecond, and
 		// its record carries the same facts (Finish fills them in when
 		// this write lost the race), so nothing waits for this one.
@@ -159,11 +167,14 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 // and lets the pending requests go.
 func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
 	j.mu.Lock()
+	var grown int64
 	if m.Size > j.size {
+		grown = m.Size - j.size
 		j.size = m.Size
 		j.lastGrow = time.Now()
 	}
 	j.mu.Unlock()
+	s.cfg.Metrics.Output(grown)
 	e := store.Exit{Status: m.Status, ExitCode: m.ExitCode, Signal: m.Signal, Reason: m.Reason, EndedAt: time.Unix(0, m.EndedAt),
 		PID: m.PID, Isolation: m.Isolation}
 	if m.StartedAt != 0 {
@@ -228,6 +239,7 @@ func (s *Service) lostChannel(j *job, c *proto.Conn, cause error) {
 		}
 		j.setEnd(e)
 		s.forget(j)
+		s.ended(j, e)
 		return
 	}
 	s.log.Warn("runner lost", "job", j.id, "cause", cause)

@@ -88,5 +88,10 @@ func (s *Service) endUnreachable(ctx context.Context, j *job, row *store.Job) {
 	if err := s.st.Finish(ctx, row.ID, e); err != nil {
 		s.log.Warn("record unreachable job", "job", row.ID, "err", err)
 	}
-	s.log.Warn("job runner gone", "job", row.ID, "status", e.Status)
+	var d time.Duration
+	if row.StartedAt != nil {
+		d = e.EndedAt.Sub(*row.StartedAt)
+	}
+	s.cfg.Metrics.JobEnded(e.Status, e.Reason, d)
+	s.log.Warn("job runner gone", "job", row.ID, "status", e.Status, "reason", e.Reason)
 }

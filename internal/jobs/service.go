@@ -26,6 +26,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/metrics"
+	"github.com/shellctl/shellctl/internal/reqctx"
 	"github.com/shellctl/shellctl/internal/runner"
 	"github.com/shellctl/shellctl/internal/runner/proto"
 	"github.com/shellctl/shellctl/internal/statedir"
@@ -62,6 +64,8 @@ type Config struct {
 	GCRetention time.Duration
 
 	Logger *slog.Logger
+	// Metrics is fed the jobs' starts, ends and output (nil: none).
+	Metrics *metrics.Metrics
 }
 
 // Service runs jobs.
@@ -196,6 +200,9 @@ type RunRequest struct {
 	Cols       int
 	Rows       int
 	SessionID  string
+	// ReceivedAt is when the run request arrived (zero: when Run was
+	// called): the start of the time to the job's first instruction.
+	ReceivedAt time.Time
 }
 
 // homeWithin checks that a job's HOME lies within the workspace root. It
@@ -267,6 +274,10 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 	}
 	id := NewID()
 	j := newJob(id, runner.JobDir(s.cfg.StateDir, id), req.Mode)
+	j.requested = req.ReceivedAt
+	if j.requested.IsZero() {
+		j.requested = time.Now()
+	}
 	// Reserve the slot now so concurrent runs count it.
 	s.live[id] = j
 	s.mu.Unlock()
@@ -330,6 +341,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 		return err
 	}
 	rowMade = true
+	s.cfg.Metrics.JobStarted(req.Mode)
 	j.mu.Lock()
 	j.status = store.StatusCreated
 	if ir != nil {
@@ -361,7 +373,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	}
 	j.mu.Unlock()
 	s.attach(j, conn)
-	s.log.Info("job started", "job", j.id, "mode", req.Mode, "runner_pid", pid)
+	s.log.Info("job started", "job", j.id, "mode", req.Mode, "runner_pid", pid, "request_id", reqctx.ID(ctx))
 	return nil
 }
 
@@ -689,5 +701,21 @@ func (s *Service) finish(j *job, e store.Exit) {
 	}
 	j.setEnd(e)
 	s.forget(j)
-	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", e.Reason)
+	s.ended(j, e)
+}
+
+// ended logs and counts the end of j, recorded as e.
+func (s *Service) ended(j *job, e store.Exit) {
+	j.mu.Lock()
+	from := j.started
+	if from.IsZero() {
+		from = j.created
+	}
+	var d time.Duration
+	if !from.IsZero() && !j.ended.IsZero() {
+		d = j.ended.Sub(from)
+	}
+	j.mu.Unlock()
+	s.cfg.Metrics.JobEnded(e.Status, e.Reason, d)
+	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", e.Reason, "exit_code", e.ExitCode, "signal", e.Signal, "duration_seconds", d.Seconds())
 }

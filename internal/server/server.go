@@ -19,6 +19,7 @@ import (
 	"github.com/shellctl/shellctl/internal/api"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/metrics"
 	"github.com/shellctl/shellctl/internal/snapshot"
 	"github.com/shellctl/shellctl/internal/statedir"
 	"github.com/shellctl/shellctl/internal/store"
@@ -64,6 +65,10 @@ type Config struct {
 	IdleTimeout       time.Duration // 0 = none
 	MaxConnections    int           // 0 = no cap
 
+	// MetricsListen, when set, serves GET /metrics on its own address,
+	// without auth (for a scraper on a private network).
+	MetricsListen string
+
 	Environ []string // the server's environment
 	Getenv  func(string) string
 	Logger  *slog.Logger
@@ -84,6 +89,9 @@ type Server struct {
 	jobs *jobs.Service
 	http *http.Server
 	ln   net.Listener
+	// metricsHTTP serves --metrics-listen (nil without it).
+	metricsHTTP *http.Server
+	metricsLn   net.Listener
 }
 
 // Start opens everything and starts listening.
@@ -143,10 +151,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := statedir.CheckOutside(stateReal, writable); err != nil {
 		return nil, err
 	}
+	started := time.Now()
 	st, err := store.Open(ctx, cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
+	m := metrics.New()
 	svc, err := jobs.New(ctx, jobs.Config{
 		StateDir:           cfg.StateDir,
 		RunnerPath:         cfg.RunnerPath,
@@ -167,16 +177,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		GCInterval:         cfg.GCInterval,
 		GCRetention:        cfg.GCRetention,
 		Logger:             log,
+		Metrics:            m,
 	}, st)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
+	m.RegisterGauges(metrics.Gauges{JobsRunning: svc.Running, JobsLive: svc.Live, WarmRunners: svc.WarmRunners})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		svc.Close()
 		st.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	var metricsLn net.Listener
+	if cfg.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			ln.Close()
+			svc.Close()
+			st.Close()
+			return nil, fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
+		}
 	}
 	h := &api.Server{
 		Jobs:  svc,
@@ -188,9 +209,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			BodyMemory:      cfg.MaxBodyMemory,
 		},
 		Snapshot: snapshot.NewService(snapshot.Config{
-			Home: cfg.Home, StateDir: cfg.StateDir, Timeout: snapTimeout, Logger: log,
+			Home: cfg.Home, StateDir: cfg.StateDir, Timeout: snapTimeout, Logger: log, Metrics: m,
 		}),
-		Logger: log,
+		Logger:  log,
+		Metrics: m,
 	}
 	maxConns := cfg.MaxConnections
 	if lim := fdLimit(); maxConns > 0 && lim > 0 && uint64(maxConns) > lim/2 {
@@ -199,6 +221,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
+	h.Info = infoFunc(newInfo(&cfg, policy, snapTimeout, maxConns, started), st)
 	ll := newLimitListener(ln, maxConns)
 	s := &Server{cfg: cfg, st: st, jobs: svc, ln: ll, http: &http.Server{
 		Handler:           trackRequests(h),
@@ -216,6 +239,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			log.Error("serve", "err", err)
 		}
 	}()
+	if metricsLn != nil {
+		s.serveMetrics(metricsLn, m, log)
+	}
 	return s, nil
 }
 
@@ -228,6 +254,9 @@ func (s *Server) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
+	if s.metricsHTTP != nil {
+		_ = s.metricsHTTP.Shutdown(ctx)
+	}
 	s.jobs.Close()
 	if cerr := s.st.Close(); err == nil {
 		err = cerr
@@ -269,4 +298,31 @@ func trackRequests(h *api.Server) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// serveMetrics serves GET /metrics, and nothing else, on ln without auth.
+func (s *Server) serveMetrics(ln net.Listener, m *metrics.Metrics, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	s.metricsLn = ln
+	s.metricsHTTP = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: DefaultHeaderReadTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("serving metrics without auth", "addr", ln.Addr().String())
+	go func() {
+		if err := s.metricsHTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serve metrics", "err", err)
+		}
+	}()
+}
+
+// MetricsAddr is the address of --metrics-listen ("" without it).
+func (s *Server) MetricsAddr() string {
+	if s.metricsLn == nil {
+		return ""
+	}
+	return s.metricsLn.Addr().String()
 }

@@ -63,6 +63,22 @@ type Config struct {
 	StateDir string        // the server's state dir: never saved, never written to by a restore (when inside Home; recognised by device and inode, whatever its path)
 	Timeout  time.Duration // total I/O deadline per operation
 	Logger   *slog.Logger  // may be nil
+	Metrics  Recorder      // may be nil
+}
+
+// Recorder is told of every snapshot operation (internal/metrics; an
+// interface so that the dify-agent CLI, which links this package, does
+// not link the metrics library).
+type Recorder interface {
+	// Snapshot records one operation: op "save" or "restore", outcome
+	// "ok" or the error code, bytes the archive bytes moved.
+	Snapshot(op, outcome string, bytes int64, d time.Duration)
+}
+
+func (s *Service) record(op, outcome string, bytes int64, start time.Time) {
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.Snapshot(op, outcome, bytes, time.Since(start))
+	}
 }
 
 // Service serves the two snapshot routes, one operation at a time.
@@ -134,13 +150,17 @@ func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	start := time.Now()
+	outcome, sent := "", int64(0)
+	defer func() { s.record("save", outcome, sent, start) }()
 
 	req, status, code, msg := decodeSaveRequest(r.Body)
 	if status != 0 {
+		outcome = code
 		httperr.Write(w, status, code, msg)
 		return
 	}
 	if err := checkHome(s.cfg.Home); err != nil {
+		outcome = "home_unavailable"
 		s.log.Error("snapshot save", "outcome", "home_unavailable", "err", err)
 		httperr.Write(w, http.StatusInternalServerError, "home_unavailable", err.Error())
 		return
@@ -148,6 +168,8 @@ func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
 
 	sw := &streamWriter{w: w}
 	st, err := Save(ctx, sw, s.cfg.Home, SaveOptions{Excludes: req.Excludes, StateDir: s.cfg.StateDir})
+	sent = st.Bytes
+	outcome = saveOutcome(err, sw.started)
 	switch {
 	case err == nil:
 		h := w.Header()
@@ -236,8 +258,9 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	start := time.Now()
-
-	st, err := Restore(ctx, r.Body, s.cfg.Home, RestoreOptions{StateDir: s.cfg.StateDir})
+	body := &countingReader{r: r.Body}
+	st, err := Restore(ctx, body, s.cfg.Home, RestoreOptions{StateDir: s.cfg.StateDir})
+	s.record("restore", restoreOutcome(err), body.n, start)
 	switch {
 	case err == nil:
 		s.log.Info("snapshot restore", "outcome", "ok", "entries", st.Entries, "bytes_written", st.BytesWritten,
@@ -263,3 +286,44 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 // collection of a heap this small costs a few milliseconds, once per
 // snapshot operation that itself takes seconds.
 func releaseMemory() { debug.FreeOSMemory() }
+
+// saveOutcome names how a save ended, as its metrics label.
+func saveOutcome(err error, started bool) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrBadPattern):
+		return "invalid_request"
+	case errors.Is(err, ErrHomeUnavailable):
+		return "home_unavailable"
+	case !started:
+		return "snapshot_failed"
+	}
+	return "aborted"
+}
+
+// restoreOutcome names how a restore ended, as its metrics label.
+func restoreOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrHomeUnavailable):
+		return "home_unavailable"
+	case errors.Is(err, ErrMalformed):
+		return "archive_malformed"
+	}
+	return "restore_failed"
+}
+
+// countingReader counts the archive bytes a restore read (once per read,
+// not per byte).
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
