@@ -27,7 +27,7 @@ const (
 	TInput     = "input"
 	TTerminate = "terminate"
 	TResize    = "resize"
-	TSignal    = "signal" // send Signal to Target ("foreground", "group", "tree")
+	TSignal    = "signal"   // send Signal to Target ("foreground", "group", "tree")
 	TExitAck   = "exit_ack" // the server recorded the exit: the runner may leave
 	TAssign    = "assign"   // to a pooled runner: run the job of Spec
 )
