@@ -5,8 +5,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/shellctl/shellctl/internal/client"
@@ -466,4 +469,39 @@ func TestResizeSeenByStty(t *testing.T) {
 	}
 	expectErr(t, "resize a stdio job", 409, "input_unsupported")(resize(srun.JobID, map[string]any{"cols": 100, "rows": 30}))
 	expectErr(t, "resize an unknown job", 404, "job_not_found")(resize("0123456789abcdef", map[string]any{"cols": 100, "rows": 30}))
+}
+
+// A job that ends while no server is there has its end recorded by its
+// runner (shellctl-runner-exit): its record still has the usage, the
+// process group and the limits applied.
+func TestRecordOfAJobThatEndedWithoutAServer(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	run, err := s.c.Run(ctx(t), client.RunRequest{Script: `mkfifo f; echo ready; read line < f; echo "got $line"`, Mode: "stdio", Cwd: dir, Timeout: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	off := int64(0)
+	s.waitFor(t, run.JobID, &off, &out, "ready")
+	s.kill(syscall.SIGKILL)
+	f, err := os.OpenFile(filepath.Join(dir, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("x\n")
+	f.Close()
+	s.start()
+	res, err := s.c.Wait(ctx(t), run.JobID, client.WaitRequest{Timeout: f64(30)})
+	for err == nil && !res.Done {
+		res, err = s.c.Wait(ctx(t), run.JobID, client.WaitRequest{Offset: res.Offset, Timeout: f64(30)})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.getRecord(t, run.JobID)
+	if r.Status != "exited" || str(r.Reason) != "exited" || r.Usage == nil || r.Pgid == nil || r.Limits.Applied == nil {
+		t.Errorf("record of a job whose runner recorded its end: status %s reason %s usage %v pgid %v applied %v",
+			r.Status, str(r.Reason), r.Usage, r.Pgid, r.Limits.Applied)
+	}
 }
