@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shellctl/shellctl/internal/client"
 )
@@ -503,5 +504,49 @@ func TestRecordOfAJobThatEndedWithoutAServer(t *testing.T) {
 	if r.Status != "exited" || str(r.Reason) != "exited" || r.Usage == nil || r.Pgid == nil || r.Limits.Applied == nil {
 		t.Errorf("record of a job whose runner recorded its end: status %s reason %s usage %v pgid %v applied %v",
 			r.Status, str(r.Reason), r.Usage, r.Pgid, r.Limits.Applied)
+	}
+}
+
+// A job whose runner dies is lost, and its record says so.
+func TestRecordOfALostJob(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	run, err := s.c.Run(ctx(t), client.RunRequest{Script: "echo ready; sleep 60", Mode: "stdio", Timeout: 5, IdleFlushSeconds: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rpid int
+	fxEventually(t, 5*time.Second, "runner process", func() bool { rpid = fxRunnerPID(s, run.JobID); return rpid != 0 })
+	if err := syscall.Kill(rpid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.c.Wait(ctx(t), run.JobID, client.WaitRequest{Offset: run.Offset, Timeout: f64(30)})
+	if err != nil || !res.Done {
+		t.Fatalf("wait after the runner died: %+v %v", res, err)
+	}
+	r := s.getRecord(t, run.JobID)
+	if r.Status != "lost" || str(r.Reason) != "runner_lost" || str(r.Message) == "" || r.PID == nil {
+		t.Errorf("lost record: status %s reason %s message %s pid %v", r.Status, str(r.Reason), str(r.Message), r.PID)
+	}
+}
+
+// With a memory limit the job's cgroup applies, a job killed at it is
+// memory_limit (skipped where the machine gives jobs no memory controller).
+func TestRecordOfAJobAtItsMemoryLimit(t *testing.T) {
+	s := startServer(t, serverOpts{args: []string{"--job-memory-max", "64MiB"}})
+	probe, _ := s.runDone(t, client.RunRequest{Script: "true", Mode: "stdio"})
+	r := s.getRecord(t, probe.JobID)
+	if r.Limits.Asked.MemoryBytes == nil || *r.Limits.Asked.MemoryBytes != 64<<20 {
+		t.Fatalf("asked memory limit = %v", r.Limits.Asked.MemoryBytes)
+	}
+	if r.Limits.Applied == nil || r.Limits.Applied.MemoryBytes == nil {
+		_, raw, _ := s.c.Do(ctx(t), "GET", "/v1/jobs/"+probe.JobID+"/record", nil)
+		t.Skipf("no memory limit applied here: %s", raw)
+	}
+	// Writes 256 MiB into memory at once (a shell variable grown by
+	// doubling would take minutes).
+	res, _ := s.runDone(t, client.RunRequest{Script: `python3 -c 'b = b"x" * (256 << 20); print(len(b))' || perl -e '$b = "x" x (256 << 20); print length($b)'`, Mode: "stdio"})
+	r = s.getRecord(t, res.JobID)
+	if str(r.Reason) != "memory_limit" || !strings.Contains(str(r.Message), "67108864 bytes") {
+		t.Errorf("job past its memory limit: status %s code %v reason %s message %s", r.Status, r.ExitCode, str(r.Reason), str(r.Message))
 	}
 }
