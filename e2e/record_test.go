@@ -107,10 +107,14 @@ func wantError(t *testing.T, what string, st int, raw []byte, err error, status 
 }
 
 // waitFor follows job id's output from *off until it contains want (or
-// the job ends), with blocking waits.
+// the job ends), with blocking waits, for at most 30 seconds.
 func (s *server) waitFor(t *testing.T, id string, off *int64, out *strings.Builder, want string) *client.JobResult {
 	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s printed no %q in 30 s: %q", id, want, out.String())
+		}
 		r, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: *off, Timeout: f64(20), IdleFlushSeconds: 0.05})
 		if err != nil {
 			t.Fatalf("wait: %v", err)
