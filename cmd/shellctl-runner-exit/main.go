@@ -28,6 +28,9 @@ func run(args []string) int {
 	status := fs.String("status", "", "terminal status (default exited when --exit-code is given)")
 	reason := fs.String("reason", "", "why the job ended")
 	sig := fs.Int("signal", 0, "the signal that killed the job, if any")
+	pgid := fs.Int("pgid", 0, "the job's process group")
+	usage := fs.String("usage", "", "JSON of the job's tree's resource usage")
+	limits := fs.String("limits-applied", "", "JSON of the limits the runner applied")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -35,7 +38,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "shellctl-runner-exit: --state-dir and --job-id are required")
 		return 2
 	}
-	e := store.Exit{Status: *status, Reason: *reason, Signal: *sig, EndedAt: time.Now()}
+	e := store.Exit{Status: *status, Reason: *reason, Signal: *sig, EndedAt: time.Now(), Pgid: *pgid, Usage: *usage, LimitsApplied: *limits}
 	if *endedAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, *endedAt)
 		if err != nil {

@@ -243,6 +243,32 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		case "terminate":
 			s.terminate(w, r, id)
 		}
+	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "record" || parts[2] == "stderr"):
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		if !s.checkID(w, parts[1]) {
+			return
+		}
+		if parts[2] == "record" {
+			s.record(w, r, parts[1])
+		} else {
+			s.stderr(w, r, parts[1])
+		}
+	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "signal" || parts[2] == "resize"):
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, r, "POST")
+			return
+		}
+		if !s.checkID(w, parts[1]) {
+			return
+		}
+		if parts[2] == "signal" {
+			s.signal(w, r, parts[1])
+		} else {
+			s.resize(w, r, parts[1])
+		}
 	case len(parts) == 4 && parts[0] == "jobs" && parts[2] == "log" && parts[3] == "tail":
 		if r.Method != http.MethodGet {
 			methodNotAllowed(w, r, "GET")

@@ -23,6 +23,12 @@ type job struct {
 	// and cgroup, as its runner reported them: how a lost job is ended.
 	pid    int
 	cgroup string
+	// pgid, limits (JSON of those applied) and isolation (JSON of what
+	// was applied), as the runner reported them: the record of a live
+	// job reads them here (its row is written off the event path).
+	pgid      int
+	limits    string
+	isolation string
 
 	mu       sync.Mutex
 	status   string
@@ -140,6 +146,15 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	if m.Cgroup != "" {
 		j.cgroup = m.Cgroup
 	}
+	if m.Pgid != 0 {
+		j.pgid = m.Pgid
+	}
+	if m.Limits != "" {
+		j.limits = m.Limits
+	}
+	if m.Isolation != "" {
+		j.isolation = m.Isolation
+	}
 	if m.PID != 0 && (j.status == store.StatusCreated || j.status == store.StatusStarting) && (m.Status == store.StatusRunning || m.T == proto.TRunning) {
 		j.status = store.StatusRunning
 		j.started = time.Unix(0, m.StartedAt)
@@ -156,7 +171,8 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 		// its record carries the same facts (Finish fills them in when
 		// this write lost the race), so nothing waits for this one.
 		go func() {
-			if err := s.st.MarkRunning(context.Background(), j.id, m.PID, time.Unix(0, m.StartedAt), m.Isolation, m.Cgroup); err != nil && !errors.Is(err, store.ErrNotChanged) {
+			if err := s.st.MarkRunning(context.Background(), j.id, store.Running{PID: m.PID, StartedAt: time.Unix(0, m.StartedAt),
+				Isolation: m.Isolation, Cgroup: m.Cgroup, Pgid: m.Pgid, LimitsApplied: m.Limits}); err != nil && !errors.Is(err, store.ErrNotChanged) {
 				s.log.Warn("mark running", "job", j.id, "err", err)
 			}
 		}()
@@ -176,7 +192,7 @@ func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
 	j.mu.Unlock()
 	s.cfg.Metrics.Output(grown)
 	e := store.Exit{Status: m.Status, ExitCode: m.ExitCode, Signal: m.Signal, Reason: m.Reason, EndedAt: time.Unix(0, m.EndedAt),
-		PID: m.PID, Isolation: m.Isolation}
+		PID: m.PID, Isolation: m.Isolation, Pgid: m.Pgid, LimitsApplied: m.Limits, Usage: m.Usage}
 	if m.StartedAt != 0 {
 		t := time.Unix(0, m.StartedAt)
 		e.StartedAt = &t

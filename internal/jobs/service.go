@@ -330,7 +330,11 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	// With a warm runner at hand the row is born "starting" with its
 	// runner: one write instead of two on the path of every job.
 	ir := s.takeIdle()
-	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now, ControlKey: j.key}
+	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now, ControlKey: j.key,
+		Home: home, EnvNames: envNames(req.Env), Limits: s.askedLimits()}
+	if req.Mode == "pty" {
+		row.Cols, row.Rows = req.Cols, req.Rows
+	}
 	if ir != nil {
 		row.RunnerPID = ir.pid
 	}

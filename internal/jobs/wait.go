@@ -135,11 +135,17 @@ func (s *Service) finished(ctx context.Context, id string, wp WaitParams) (*Resu
 }
 
 func (s *Service) window(id, status string, exitCode *int, wp WaitParams, size int64, final bool) (*Result, error) {
-	r := &Result{JobID: id, Done: store.IsTerminal(status), Status: status, ExitCode: exitCode, OutputPath: s.outputPath(id), Offset: wp.Offset}
+	return s.windowOf(id, runner.OutputFile, status, exitCode, wp, size, final)
+}
+
+// windowOf is window over the job's file name (output.log, stderr.log).
+func (s *Service) windowOf(id, name, status string, exitCode *int, wp WaitParams, size int64, final bool) (*Result, error) {
+	r := &Result{JobID: id, Done: store.IsTerminal(status), Status: status, ExitCode: exitCode,
+		OutputPath: filepath.Join(runner.JobDir(s.cfg.StateDir, id), name), Offset: wp.Offset}
 	if wp.Offset >= size {
 		return r, nil
 	}
-	f, err := s.openOutput(id)
+	f, err := s.sd.Open(jobRel(id)+"/"+name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open output of job %s: %w", id, err)
 	}
@@ -362,10 +368,16 @@ func (s *Service) List(ctx context.Context, status string, limit int) ([]*store.
 // Terminate ends a job's whole process tree and answers its view once
 // nothing of it is left. A finished job answers unchanged.
 func (s *Service) Terminate(ctx context.Context, id string, grace time.Duration) (*StatusView, error) {
+	return s.terminate(ctx, id, grace, "")
+}
+
+// terminate is Terminate; reason is runner.ReasonDelete for a forced
+// delete ("" for a terminate request).
+func (s *Service) terminate(ctx context.Context, id string, grace time.Duration, reason string) (*StatusView, error) {
 	// A job whose end is known (if perhaps not yet recorded: a full disk)
 	// has nothing left for its runner to end.
 	if j := s.lookup(id); j != nil && !j.done() {
-		a, err := s.request(ctx, j, &proto.Msg{T: proto.TTerminate, Grace: grace.Seconds()})
+		a, err := s.request(ctx, j, &proto.Msg{T: proto.TTerminate, Grace: grace.Seconds(), Reason: reason})
 		if err != nil && !errors.Is(err, ErrNotRunning) {
 			return nil, fmt.Errorf("terminate job %s: %w", id, err)
 		}
@@ -397,7 +409,7 @@ func (s *Service) Delete(ctx context.Context, id string, force bool, grace time.
 		if !force {
 			return errorf(ErrJobRunning, "job %s is still running: terminate it first or delete with force=true", id)
 		}
-		if _, err := s.Terminate(ctx, id, grace); err != nil {
+		if _, err := s.terminate(ctx, id, grace, runner.ReasonDelete); err != nil {
 			return err
 		}
 	} else if force {

@@ -113,13 +113,15 @@ func (r *Runner) state() *proto.Msg {
 		m.StartedAt = unixNano(r.startedAt)
 		m.Isolation = r.isolation
 		m.Size = r.size.Load()
+		m.Pgid, m.Limits = r.pgid, r.limits
 		return &m
 	}
 	st := jobstate.StatusStarting
 	if r.pid != 0 {
 		st = jobstate.StatusRunning
 	}
-	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath}
+	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath,
+		Pgid: r.pgid, Limits: r.limits}
 }
 
 func unixNano(t time.Time) int64 {
@@ -146,11 +148,18 @@ func (r *Runner) serve(c *proto.Conn) {
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.input(m.Data)})
 		case proto.TResize:
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.resize(m.Cols, m.Rows)})
+		case proto.TSignal:
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.signal(m.Signal, m.Target)})
 		case proto.TTerminate:
 			id := m.ID
 			grace := time.Duration(m.Grace * float64(time.Second))
+			// A forced delete says so: the record tells the two apart.
+			reason := ReasonTerminate
+			if m.Reason == ReasonDelete {
+				reason = ReasonDelete
+			}
 			go func() {
-				r.terminate(ReasonTerminate, grace)
+				r.terminate(reason, grace)
 				<-r.done
 				c.Send(&proto.Msg{T: proto.TAck, ID: id})
 			}()

@@ -38,7 +38,8 @@ func exitOf(ws unix.WaitStatus) (code, sig int) {
 
 func (r *Runner) running() {
 	r.mu.Lock()
-	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation, Cgroup: r.cgroupPath}
+	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation, Cgroup: r.cgroupPath,
+		Pgid: r.pgid, Limits: r.limits}
 	r.mu.Unlock()
 	r.broadcast(m)
 }
@@ -76,7 +77,11 @@ func (r *Runner) waitAndFinish() {
 	// The facts of the start travel with the exit, so its record is whole
 	// even when the running event was never recorded.
 	m.PID, m.StartedAt, m.Isolation = r.pid, unixNano(r.startedAt), r.isolation
+	m.Pgid, m.Limits = r.pgid, r.limits
 	r.mu.Unlock()
+	// The tree is reaped (the ladder emptied it, or its processes ended
+	// by themselves; what a job leaves running is not counted).
+	m.Usage = treeUsage()
 	if r.tracker.OOMKilled() {
 		m.Reason = ReasonOOM
 	}
@@ -145,6 +150,15 @@ func recordExit(stateDir, id string, m *proto.Msg) error {
 		"--ended-at", time.Unix(0, m.EndedAt).UTC().Format(time.RFC3339Nano), "--reason", m.Reason}
 	if m.ExitCode != nil {
 		args = append(args, "--exit-code", strconv.Itoa(*m.ExitCode), "--signal", strconv.Itoa(m.Signal))
+	}
+	if m.Pgid != 0 {
+		args = append(args, "--pgid", strconv.Itoa(m.Pgid))
+	}
+	if m.Usage != "" {
+		args = append(args, "--usage", m.Usage)
+	}
+	if m.Limits != "" {
+		args = append(args, "--limits-applied", m.Limits)
 	}
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {

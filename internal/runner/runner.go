@@ -25,6 +25,7 @@ const (
 	ReasonExited      = "exited"
 	ReasonSignal      = "signal"
 	ReasonTerminate   = "terminate_request"
+	ReasonDelete      = "delete_request" // a forced delete ended the job
 	ReasonMaxRuntime  = "max_job_runtime"
 	ReasonMaxOutput   = "max_output_bytes"
 	ReasonOOM         = "oom_killed"
@@ -67,6 +68,8 @@ type Runner struct {
 	sockConn    *proto.Conn // the one admitted through the socket file
 	outErr      error       // why output stopped being written (disk full…)
 	pid         int
+	pgid        int    // the job's process group
+	limits      string // JSON of the limits applied (AppliedLimits)
 	startedAt   time.Time
 	isolation   string
 	exit        *proto.Msg // set once the job is done and drained
@@ -94,6 +97,10 @@ type Runner struct {
 	ptySlave     *os.File
 	pumpDone     chan struct{} // closed when all output is on disk
 	inputCh      chan []byte
+
+	// the cgroup limits asked of prestart, and what the tracker applied
+	limitOpts proctree.Options
+	limitInfo proctree.Info
 
 	// reaper state
 	rmu       sync.Mutex
@@ -256,6 +263,7 @@ func (r *Runner) prestart(opts proctree.Options) error {
 	if err != nil {
 		return fmt.Errorf("track process tree: %w", err)
 	}
+	r.limitOpts, r.limitInfo = opts, info
 	if (opts.MemoryMax > 0 && !info.MemoryLimitApplied) || (opts.PidsMax > 0 && !info.PidsLimitApplied) {
 		r.log.Warn("job limits not applied", "kind", info.Kind, "memory_applied", info.MemoryLimitApplied,
 			"pids_applied", info.PidsLimitApplied, "why", info.Why)

@@ -164,6 +164,14 @@ func (r *Runner) openOutput(w *outWriter) error {
 func (r *Runner) afterStart(l isolation.Started) {
 	r.mu.Lock()
 	r.isolation = marshalApplied(l.Applied)
+	// The stage made the job's own group (setpgid or setsid) before it
+	// exec'd; one that failed before that may have left it in ours.
+	if l.Err == nil {
+		r.pgid = l.PID
+	} else if g, err := unix.Getpgid(l.PID); err == nil && g != unix.Getpgrp() {
+		r.pgid = g
+	}
+	r.limits = r.appliedLimits()
 	r.mu.Unlock()
 	r.running()
 	r.watchRuntime()

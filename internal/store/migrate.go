@@ -36,6 +36,18 @@ var migrations = []string{
 	// 2 → 3: the job's cgroup, so a job whose runner died is ended by
 	// it (cgroup.kill) however its processes left its session.
 	`ALTER TABLE jobs ADD COLUMN cgroup TEXT NOT NULL DEFAULT '';`,
+	// 3 → 4: what the full job record (GET /v1/jobs/{id}/record) shows and
+	// the rows did not hold: the job's HOME, terminal size and env names
+	// as run, the limits asked (the server's) and applied (the runner's,
+	// JSON), the job's process group and its tree's resource usage (JSON).
+	`ALTER TABLE jobs ADD COLUMN home TEXT NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN cols INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN rows INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN env_names TEXT NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN limits TEXT NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN limits_applied TEXT NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN pgid INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN usage TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the version this build writes.

@@ -73,6 +73,21 @@ type Job struct {
 	// Cgroup is the job's cgroup directory ("" without one): a job whose
 	// runner died is ended through it.
 	Cgroup string
+
+	// Home, Cols and Rows (0 for stdio) and EnvNames (a JSON array of the
+	// request's env names, never values) are the job as run.
+	Home     string
+	Cols     int
+	Rows     int
+	EnvNames string
+	// Limits is JSON of the limits asked (the server's configuration);
+	// LimitsApplied JSON of those the runner applied.
+	Limits        string
+	LimitsApplied string
+	// Pgid is the job's process group (0: never started).
+	Pgid int
+	// Usage is JSON of the job's tree's resource usage, once known.
+	Usage string
 }
 
 // Store is an open database.
@@ -80,7 +95,7 @@ type Store struct {
 	db  *sql.DB // reads
 	wdb *sql.DB // writes: one connection
 
-	stmtGet, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete *sql.Stmt
+	stmtGet, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete, stmtTerminal *sql.Stmt
 }
 
 // Open opens (creating when missing) the database in stateDir and migrates
@@ -130,7 +145,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup`
+const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup, home, cols, rows, env_names, limits, limits_applied, pgid, usage`
 
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
@@ -150,16 +165,20 @@ func (s *Store) prepare(ctx context.Context) error {
 		return st
 	}
 	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
-	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key, home, cols, rows, env_names, limits) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
-	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ?, cgroup = ? WHERE id = ? AND status IN ('created','starting')`)
+	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ?, cgroup = ?, pgid = ?, limits_applied = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtFinish = p(`UPDATE jobs SET status = ?, exit_code = ?, ended_at = ?, reason = ?, signal = ?,
 		started_at = COALESCE(started_at, ?),
 		pid = CASE WHEN pid = 0 THEN ? ELSE pid END,
-		isolation = CASE WHEN isolation = '' THEN ? ELSE isolation END
+		isolation = CASE WHEN isolation = '' THEN ? ELSE isolation END,
+		pgid = CASE WHEN pgid = 0 THEN ? ELSE pgid END,
+		limits_applied = CASE WHEN limits_applied = '' THEN ? ELSE limits_applied END,
+		usage = ?
 		WHERE id = ? AND status NOT IN ('exited','terminated','failed','lost')`)
 	s.stmtDelete = p(`DELETE FROM jobs WHERE id = ?`)
+	s.stmtTerminal = p(`UPDATE jobs SET cols = ?, rows = ? WHERE id = ?`)
 	return err
 }
 
@@ -175,7 +194,8 @@ func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
 	var exit, started, ended sql.NullInt64
 	var created int64
 	if err := sc.Scan(&j.ID, &j.Seq, &j.Status, &exit, &j.Mode, &j.Cwd, &j.SessionID, &created, &started, &ended,
-		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation, &j.ControlKey, &j.Cgroup); err != nil {
+		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation, &j.ControlKey, &j.Cgroup,
+		&j.Home, &j.Cols, &j.Rows, &j.EnvNames, &j.Limits, &j.LimitsApplied, &j.Pgid, &j.Usage); err != nil {
 		return nil, err
 	}
 	j.CreatedAt = time.Unix(0, created).UTC()
@@ -201,7 +221,8 @@ func (s *Store) Insert(ctx context.Context, j *Job) error {
 	if j.RunnerPID != 0 {
 		status = StatusStarting
 	}
-	_, err := s.stmtInsert.ExecContext(ctx, j.ID, status, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano(), j.RunnerPID, j.ControlKey)
+	_, err := s.stmtInsert.ExecContext(ctx, j.ID, status, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano(), j.RunnerPID, j.ControlKey,
+		j.Home, j.Cols, j.Rows, j.EnvNames, j.Limits)
 	if err != nil {
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
@@ -246,9 +267,20 @@ func (s *Store) SetRunner(ctx context.Context, id string, runnerPID int) error {
 	return changed(res, err, "set runner of", id)
 }
 
+// Running is what a job's running event tells.
+type Running struct {
+	PID       int
+	StartedAt time.Time
+	Isolation string
+	Cgroup    string
+	Pgid      int
+	// LimitsApplied is JSON of the limits the runner applied.
+	LimitsApplied string
+}
+
 // MarkRunning moves created|starting → running.
-func (s *Store) MarkRunning(ctx context.Context, id string, pid int, startedAt time.Time, isolation, cgroup string) error {
-	res, err := s.stmtRunning.ExecContext(ctx, pid, startedAt.UnixNano(), isolation, cgroup, id)
+func (s *Store) MarkRunning(ctx context.Context, id string, r Running) error {
+	res, err := s.stmtRunning.ExecContext(ctx, r.PID, r.StartedAt.UnixNano(), r.Isolation, r.Cgroup, r.Pgid, r.LimitsApplied, id)
 	return changed(res, err, "mark running", id)
 }
 
@@ -264,6 +296,11 @@ type Exit struct {
 	StartedAt *time.Time
 	PID       int
 	Isolation string
+	// Pgid and LimitsApplied fill the same way; Usage (JSON of the job's
+	// tree's resource usage) is recorded with the end.
+	Pgid          int
+	LimitsApplied string
+	Usage         string
 }
 
 // Finish records a terminal state with compare-and-set: a job that is
@@ -276,8 +313,15 @@ func (s *Store) Finish(ctx context.Context, id string, e Exit) error {
 	if e.ExitCode != nil {
 		code = *e.ExitCode
 	}
-	res, err := s.stmtFinish.ExecContext(ctx, e.Status, code, e.EndedAt.UnixNano(), e.Reason, e.Signal, nsOrNil(e.StartedAt), e.PID, e.Isolation, id)
+	res, err := s.stmtFinish.ExecContext(ctx, e.Status, code, e.EndedAt.UnixNano(), e.Reason, e.Signal, nsOrNil(e.StartedAt), e.PID, e.Isolation,
+		e.Pgid, e.LimitsApplied, e.Usage, id)
 	return changed(res, err, "finish", id)
+}
+
+// SetTerminal records a job's terminal size after a resize.
+func (s *Store) SetTerminal(ctx context.Context, id string, cols, rows int) error {
+	res, err := s.stmtTerminal.ExecContext(ctx, cols, rows, id)
+	return changed(res, err, "set terminal of", id)
 }
 
 // Delete removes a job's row.

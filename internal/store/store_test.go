@@ -40,7 +40,7 @@ func TestLifecycleAndCompareAndSet(t *testing.T) {
 	if err := st.MarkStarting(ctx, j.ID, 43); !errors.Is(err, ErrNotChanged) {
 		t.Fatalf("second MarkStarting = %v, want ErrNotChanged", err)
 	}
-	if err := st.MarkRunning(ctx, j.ID, 77, now, `{"enabled":true}`, ""); err != nil {
+	if err := st.MarkRunning(ctx, j.ID, Running{PID: 77, StartedAt: now, Isolation: `{"enabled":true}`}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Finish(ctx, j.ID, Exit{Status: StatusExited, ExitCode: intp(3), Reason: "exited", EndedAt: now}); err != nil {
@@ -50,7 +50,7 @@ func TestLifecycleAndCompareAndSet(t *testing.T) {
 	if err := st.Finish(ctx, j.ID, Exit{Status: StatusLost, Reason: "runner_lost", EndedAt: now}); !errors.Is(err, ErrNotChanged) {
 		t.Fatalf("finish over a terminal state = %v", err)
 	}
-	if err := st.MarkRunning(ctx, j.ID, 1, now, "", ""); !errors.Is(err, ErrNotChanged) {
+	if err := st.MarkRunning(ctx, j.ID, Running{PID: 1, StartedAt: now}); !errors.Is(err, ErrNotChanged) {
 		t.Fatalf("running after end = %v", err)
 	}
 	j, _ = st.Get(ctx, j.ID)
@@ -160,5 +160,59 @@ func TestSchemaVersionAndNewerDatabaseRefused(t *testing.T) {
 	defer st3.Close()
 	if _, err := st3.Get(context.Background(), "00000000000000b1"); err != nil {
 		t.Fatalf("row lost on reopen: %v", err)
+	}
+}
+
+// The record's facts persist: those of the request at insert, the
+// runner's at running (pgid, limits applied) and at the end (usage), and
+// a resize's terminal size. A version-3 database (before them) migrates
+// and keeps its rows.
+func TestRecordFieldsPersistAndVersion3Migrates(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := 0; v < 3; v++ {
+		if _, err := db.Exec(migrations[v]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Exec(`PRAGMA user_version = 3`)
+	if _, err := db.Exec(`INSERT INTO jobs (id, status, created_at) VALUES ('00000000000000c3', 'exited', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	st, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatalf("migrate a version-3 database: %v", err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if old, err := st.Get(ctx, "00000000000000c3"); err != nil || old.Home != "" || old.Pgid != 0 {
+		t.Fatalf("version-3 row after migration: %+v %v", old, err)
+	}
+	id := "00000000000000c4"
+	if err := st.Insert(ctx, &Job{ID: id, Mode: "pty", CreatedAt: time.Now(), Home: "/w/h", Cols: 80, Rows: 24,
+		EnvNames: `["A","B"]`, Limits: `{"output_bytes":5}`}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkRunning(ctx, id, Running{PID: 9, StartedAt: time.Now(), Pgid: 9, LimitsApplied: `{"memory_bytes":null}`}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetTerminal(ctx, id, 100, 30); err != nil {
+		t.Fatal(err)
+	}
+	c := 0
+	if err := st.Finish(ctx, id, Exit{Status: StatusExited, ExitCode: &c, EndedAt: time.Now(), Pgid: 1, Usage: `{"cpu_user_ms":3}`}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Home != "/w/h" || j.Cols != 100 || j.Rows != 30 || j.EnvNames != `["A","B"]` || j.Limits != `{"output_bytes":5}` ||
+		j.LimitsApplied != `{"memory_bytes":null}` || j.Pgid != 9 || j.Usage != `{"cpu_user_ms":3}` {
+		t.Fatalf("record fields = %+v", j)
 	}
 }

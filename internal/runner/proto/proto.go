@@ -27,6 +27,7 @@ const (
 	TInput     = "input"
 	TTerminate = "terminate"
 	TResize    = "resize"
+	TSignal    = "signal"   // send Signal to Target ("foreground", "group", "tree")
 	TExitAck   = "exit_ack" // the server recorded the exit: the runner may leave
 	TAssign    = "assign"   // to a pooled runner: run the job of Spec
 )
@@ -48,12 +49,17 @@ type Msg struct {
 	Reason    string `json:"reason,omitempty"`
 	EndedAt   int64  `json:"ended_at,omitempty"` // unix ns
 	Done      bool   `json:"done,omitempty"`
+	Pgid      int    `json:"pgid,omitempty"`   // the job's process group
+	Limits    string `json:"limits,omitempty"` // JSON of the limits the runner applied
+	Usage     string `json:"usage,omitempty"`  // exit: JSON of the job's tree's resource usage
 
 	// input / terminate / resize
 	Data  []byte  `json:"data,omitempty"`
 	Grace float64 `json:"grace,omitempty"` // seconds
 	Cols  int     `json:"cols,omitempty"`
 	Rows  int     `json:"rows,omitempty"`
+	// signal: which processes get Signal.
+	Target string `json:"target,omitempty"`
 
 	// assign: the job's spec (runner.Spec as JSON).
 	Spec json.RawMessage `json:"spec,omitempty"`
