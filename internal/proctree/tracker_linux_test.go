@@ -64,7 +64,11 @@ func runnerHelper() int {
 		return 1
 	}
 	sys := &syscall.SysProcAttr{Setsid: true}
-	if os.Getenv("PT_CGROUPFD") != "" {
+	// Born in the job's group, as the runner starts its jobs (its stage is
+	// cloned into the group): a job moved in after it started may already
+	// have forked, which is what Add is for, and TestAddMovesChildren…
+	// tests that on its own. PT_ADD_AFTER_START=1 keeps the old way.
+	if os.Getenv("PT_CGROUPFD") != "" || (info.Kind == KindCgroup2 && os.Getenv("PT_ADD_AFTER_START") == "") {
 		fd, err := OpenCgroupFD(tr)
 		if err != nil {
 			say("error cgroup fd: %v", err)
@@ -497,7 +501,7 @@ func TestNohupChildCountedAfterMainExit(t *testing.T) {
 // A script can fork before the runner gets to Add; those children must end
 // up in the group as well.
 func TestAddMovesChildrenForkedBeforeAdd(t *testing.T) {
-	r := startRunner(t, KindCgroup2, `sleep 60 & echo $! >> "$PT_PIDS"; (sleep 60 &); touch "$PT_READY"; wait`, "PT_ADD_DELAY_MS=300")
+	r := startRunner(t, KindCgroup2, `sleep 60 & echo $! >> "$PT_PIDS"; (sleep 60 &); touch "$PT_READY"; wait`, "PT_ADD_DELAY_MS=300", "PT_ADD_AFTER_START=1")
 	r.waitReady()
 	pids := r.pids()
 	for _, p := range r.scriptPids() {
