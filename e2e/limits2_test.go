@@ -230,10 +230,17 @@ func slack() time.Duration {
 // probe times /healthz and an authenticated run on a fresh connection.
 type probe struct {
 	url, token string
-	mu         sync.Mutex
-	worst      time.Duration
-	fails      []string
-	n          int
+	// storm: the probe runs while other clients open connections as fast
+	// as they can. A fresh connection may then wait for the kernel's SYN
+	// retry (1 s) when the listen queue is momentarily full — no server
+	// can answer a connection it has not been given — so time is only
+	// reported; answers must still be right.
+	storm bool
+	mu    sync.Mutex
+	worst time.Duration
+	fails []string
+	slow  []string
+	n     int
 }
 
 func (p *probe) once() {
@@ -262,6 +269,8 @@ func (p *probe) once() {
 			p.fails = append(p.fails, fmt.Sprintf("%s: %v", step.name, err))
 		case resp.StatusCode != 200 || step.name == "run" && !strings.Contains(string(raw), `"output":"ok\n"`):
 			p.fails = append(p.fails, fmt.Sprintf("%s: %d %.200s", step.name, resp.StatusCode, raw))
+		case el > slack()*time.Second && p.storm:
+			p.slow = append(p.slow, fmt.Sprintf("%s took %v", step.name, el.Round(time.Millisecond)))
 		case el > slack()*time.Second:
 			p.fails = append(p.fails, fmt.Sprintf("%s took %v", step.name, el.Round(time.Millisecond)))
 		}
@@ -292,6 +301,9 @@ func (p *probe) check(t *testing.T, what string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t.Logf("%s: %d probes, slowest %v", what, p.n, p.worst.Round(time.Millisecond))
+	if len(p.slow) > 0 {
+		t.Logf("%s: %d probes over the limit while connections were being opened (a SYN retry), e.g. %v", what, len(p.slow), p.slow[:min(len(p.slow), 5)])
+	}
 	if len(p.fails) > 0 {
 		t.Errorf("%s: %d of %d probes failed, e.g. %v", what, len(p.fails), p.n, p.fails[:min(len(p.fails), 5)])
 	}
@@ -477,7 +489,7 @@ func TestLimitConnectionFlood(t *testing.T) {
 	if _, err := kept.Run(fxCtx(t, 10*time.Second), client.RunRequest{Script: "true", Mode: "stdio"}); err != nil {
 		t.Fatal(err)
 	}
-	p := &probe{url: s.URL, token: s.Token}
+	p := &probe{url: s.URL, token: s.Token, storm: true}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	p.every(100*time.Millisecond, stop, &wg)
@@ -536,13 +548,15 @@ func TestLimitConnectionFlood(t *testing.T) {
 	if total < 2*perHelper*9/10 {
 		t.Errorf("only %d of %d connections could be opened", total, 2*perHelper)
 	}
-	// With the flood held: more probes, then stop.
-	for i := 0; i < 10; i++ {
-		p.once()
-	}
 	close(stop)
 	wg.Wait()
-	p.check(t, "healthz and run beside 20 000 idle connections")
+	p.check(t, "healthz and run while 20 000 connections were opened")
+	// With the flood held, idle: every probe within the limit.
+	held := &probe{url: s.URL, token: s.Token}
+	for i := 0; i < 20; i++ {
+		held.once()
+	}
+	held.check(t, "healthz and run beside 20 000 idle connections")
 	if fd := fdCount(pid); fd > 4096+200 {
 		t.Errorf("server holds %d descriptors with --max-connections 4096", fd)
 	}
