@@ -230,22 +230,11 @@ func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitPara
 		}
 	}
 	defer finish() // on the paths that return before sending
-	j := s.lookup(id)
-	if j == nil {
-		row, err := s.st.Get(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(ErrNotFound, "job %s not found", id)
-		}
-		if err != nil {
-			return nil, err
-		}
-		// Not live: its end is recorded. A finished job is not running
-		// whatever its mode (the terminal state is checked first, as the
-		// original does).
-		return nil, errorf(ErrNotRunning, "job %s is %s", id, row.Status)
-	}
-	if j.done() {
-		return nil, errorf(ErrNotRunning, "job %s is no longer running", id)
+	// A finished job is not running whatever its mode: the terminal
+	// state is checked first, as the original does.
+	j, err := s.liveJob(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	if j.mode == "stdio" {
 		return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode, which takes no input", id)
