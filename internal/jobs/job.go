@@ -42,6 +42,10 @@ type job struct {
 	lastGrow  time.Time
 	changed   chan struct{}
 
+	// stream (issue 14 §1): stderr.log's size as the runner announced it
+	// (stdio jobs), so streams of the stderr channel wake on its growth.
+	errSize int64
+
 	conn    *proto.Conn
 	inputMu sync.Mutex // one input's pieces at a time
 	nextID  int64
@@ -138,6 +142,9 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 		grown = m.Size - j.size
 		j.size = m.Size
 		j.lastGrow = time.Now()
+	}
+	if m.ErrSize > j.errSize {
+		j.errSize = m.ErrSize
 	}
 	becameRunning := false
 	if m.PID != 0 {

@@ -130,7 +130,7 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 		defer errLog.Close()
 		// A write error (disk full) drops the rest rather than stop
 		// draining: the job must never block on a full stderr pipe.
-		_, _ = io.CopyBuffer(droppingWriter{errLog}, errR, make([]byte, 64<<10))
+		_, _ = io.CopyBuffer(droppingWriter{&errCounter{r: r, w: errLog}}, errR, make([]byte, 64<<10))
 	}()
 	go func() {
 		defer close(r.pumpDone)
