@@ -57,6 +57,10 @@ type StreamEvent struct {
 type StreamOptions struct {
 	Offset  int64  // byte offset to start from
 	Channel string // "output" (default) or "stderr"
+	// Resume sends Offset as the Last-Event-ID header (as a reconnecting
+	// EventSource does) instead of the offset query, from the first
+	// connection on.
+	Resume bool
 	// GiveUp is how long Next keeps trying to reconnect a broken stream
 	// before it returns the error (default 60 s).
 	GiveUp time.Duration
@@ -110,7 +114,8 @@ func (s *Stream) connect(first bool) error {
 	if s.opt.Channel != "" {
 		q.Set("channel", s.opt.Channel)
 	}
-	if first {
+	resume := !first || s.opt.Resume
+	if !resume {
 		q.Set("offset", strconv.FormatInt(s.next, 10))
 	}
 	u := strings.TrimRight(s.c.BaseURL, "/") + "/v1/jobs/" + url.PathEscape(s.id) + "/stream?" + q.Encode()
@@ -119,7 +124,7 @@ func (s *Stream) connect(first bool) error {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if !first {
+	if resume {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(s.next, 10))
 	}
 	if s.c.Token != "" {
