@@ -355,7 +355,7 @@ func TestStreamSlowReader(t *testing.T) {
 	}
 	s := startServer(t, serverOpts{token: "tok"})
 	pid := s.cmd.Process.Pid
-	const script = `head -c 209715200 /dev/zero | tr '\0' 'a'; echo done`
+	const script = `sleep 0.3; head -c 209715200 /dev/zero | tr '\0' 'a'; echo done`
 	// RSS sampled while the job runs: a test's own look, not the job's path.
 	peak := func(stop <-chan struct{}) <-chan int64 {
 		out := make(chan int64, 1)
@@ -385,7 +385,7 @@ func TestStreamSlowReader(t *testing.T) {
 
 	stop = make(chan struct{})
 	pk = peak(stop)
-	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 0.3; " + script, Mode: "stdio", Timeout: 0.01})
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: script, Mode: "stdio", Timeout: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
