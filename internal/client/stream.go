@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Stream event types.
@@ -283,6 +284,9 @@ func readEvent(rd *bufio.Reader) (*StreamEvent, error) {
 
 // decode fills the fields of ev's type from its data.
 func (ev *StreamEvent) decode() error {
+	if ev.Type == EventOutput && ev.decodeOutput() {
+		return ev.checkID()
+	}
 	var d struct {
 		Offset   int64   `json:"offset"`
 		Text     *string `json:"text"`
@@ -311,11 +315,102 @@ func (ev *StreamEvent) decode() error {
 		default:
 			return fmt.Errorf("output event at %d has neither text nor base64", d.Offset)
 		}
-		if id, err := strconv.ParseInt(ev.ID, 10, 64); err != nil || id != d.Offset+int64(len(ev.Bytes)) {
-			return fmt.Errorf("output event at %d of %d bytes has id %q", d.Offset, len(ev.Bytes), ev.ID)
-		}
+		return ev.checkID()
 	}
 	return nil
+}
+
+// checkID checks an output event's id is the offset after its bytes.
+func (ev *StreamEvent) checkID() error {
+	if id, err := strconv.ParseInt(ev.ID, 10, 64); err != nil || id != ev.Offset+int64(len(ev.Bytes)) {
+		return fmt.Errorf("output event at %d of %d bytes has id %q", ev.Offset, len(ev.Bytes), ev.ID)
+	}
+	return nil
+}
+
+// decodeOutput decodes an output event's data of the shape the server
+// writes ({"offset":N,"text":"…"} or {"offset":N,"base64":"…"}, the
+// string with only the escapes \" \\ \n \r \t \u00XX) without
+// encoding/json, which would cost most of a fast stream's time; false
+// leaves anything else to it.
+func (ev *StreamEvent) decodeOutput() bool {
+	d, ok := bytes.CutPrefix(ev.Data, []byte(`{"offset":`))
+	if !ok {
+		return false
+	}
+	i := 0
+	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+		i++
+	}
+	off, err := strconv.ParseInt(string(d[:i]), 10, 64)
+	if err != nil || i > 18 {
+		return false
+	}
+	d = d[i:]
+	body, ok := bytes.CutSuffix(d, []byte(`"}`))
+	if !ok {
+		return false
+	}
+	if s, ok := bytes.CutPrefix(body, []byte(`,"base64":"`)); ok {
+		b, err := base64.StdEncoding.AppendDecode(nil, s)
+		if err != nil {
+			return false
+		}
+		ev.Offset, ev.Bytes = off, b
+		return true
+	}
+	s, ok := bytes.CutPrefix(body, []byte(`,"text":"`))
+	if !ok {
+		return false
+	}
+	out := make([]byte, 0, len(s))
+	for len(s) > 0 {
+		k := bytes.IndexByte(s, '\\')
+		if k < 0 {
+			k = len(s)
+		}
+		if bytes.IndexByte(s[:k], '"') >= 0 {
+			return false // the string ends early: not our shape
+		}
+		if k == len(s) {
+			out = append(out, s...)
+			break
+		}
+		out = append(out, s[:k]...)
+		s = s[k:]
+		if len(s) < 2 {
+			return false
+		}
+		switch s[1] {
+		case '"', '\\', '/':
+			out = append(out, s[1])
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if len(s) < 6 || s[2] != '0' || s[3] != '0' {
+				return false
+			}
+			v, err := strconv.ParseUint(string(s[4:6]), 16, 8)
+			if err != nil || v >= 0x80 {
+				return false
+			}
+			out = append(out, byte(v))
+			s = s[6:]
+			continue
+		default:
+			return false
+		}
+		s = s[2:]
+	}
+	if !utf8.Valid(out) {
+		return false
+	}
+	ev.Offset, ev.Bytes = off, out
+	return true
 }
 
 // Copy writes every chunk of the stream to w until the end event, which

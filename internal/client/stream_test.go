@@ -152,3 +152,43 @@ func TestStreamGap(t *testing.T) {
 		t.Fatalf("got %v, want a gap error", err)
 	}
 }
+
+// TestDecodeOutputFastPath: the output events' own decoder agrees with
+// encoding/json on every string it takes, and leaves the rest to it.
+func TestDecodeOutputFastPath(t *testing.T) {
+	strs := []string{"", "plain", "a\"b\\c/d", "\n\r\t\x00\x1f\x7f", "\u4e16\u2028<&>", strings.Repeat("line\n", 50)}
+	for c := 0; c < 256; c++ {
+		strs = append(strs, string(rune(c))+"x")
+	}
+	taken := 0
+	for _, s := range strs {
+		text, _ := json.Marshal(s)
+		for _, data := range []string{
+			fmt.Sprintf(`{"offset":12,"text":%s}`, text),
+			fmt.Sprintf(`{"offset":12,"text":%s,"x":1}`, text),
+			fmt.Sprintf(`{"offset":12,"base64":%q}`, base64.StdEncoding.EncodeToString([]byte(s))),
+		} {
+			fast := &StreamEvent{Type: EventOutput, Data: []byte(data)}
+			slow := &StreamEvent{Type: EventOutput, Data: []byte(data)}
+			if !fast.decodeOutput() {
+				continue
+			}
+			taken++
+			slow.ID = fmt.Sprint(12 + len(s))
+			if err := slow.decode(); err != nil {
+				t.Fatal(err)
+			}
+			if fast.Offset != 12 || !bytes.Equal(fast.Bytes, []byte(s)) || !bytes.Equal(slow.Bytes, fast.Bytes) {
+				t.Fatalf("%s: fast %d %q, json %q", data, fast.Offset, fast.Bytes, slow.Bytes)
+			}
+		}
+	}
+	if taken < len(strs) {
+		t.Fatalf("the fast path took %d of %d events of the server's shape", taken, 3*len(strs))
+	}
+	for _, data := range []string{`{"offset":1,"text":"a"b"}`, `{"offset":1,"text":"\u2028"}`, `{"offset":x,"text":""}`, `{"offset":1,"text":"\q"}`} {
+		if (&StreamEvent{Type: EventOutput, Data: []byte(data)}).decodeOutput() {
+			t.Errorf("fast path took %s", data)
+		}
+	}
+}

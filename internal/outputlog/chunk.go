@@ -39,6 +39,10 @@ func Split(dst []Chunk, b []byte, offset int64, final bool) ([]Chunk, int) {
 	if !final {
 		end = completeUpTo(b)
 	}
+	if end > 0 && utf8.Valid(b[:end]) {
+		// The common case, checked at the speed of utf8.Valid.
+		return append(dst, Chunk{Offset: offset, Data: b[:end], Text: true}), end
+	}
 	start := len(dst)
 	pos := 0
 	for pos < end {
