@@ -255,7 +255,7 @@ func TestStreamStderr(t *testing.T) {
 		}
 		got.Write(ev.Bytes)
 		if !strings.HasPrefix("first\377\n", got.String()) {
-			t.Fatalf("stderr stream got %q before the job's sleep ended: its first write was not streamed while the job ran", got.Bytes())
+			t.Fatalf("stderr stream got %q… (%d bytes) at once: the job's first write was not streamed while the job ran", got.Bytes()[:min(got.Len(), 40)], got.Len())
 		}
 	}
 	if d := time.Since(start); d > 3*time.Second {
