@@ -100,7 +100,8 @@ type Store struct {
 	wdb *sql.DB // writes: one connection
 
 	stmtGet, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete, stmtTerminal *sql.Stmt
-	stmtByKey, stmtInputKey, stmtAddInputKey, stmtDropInputKey                                       *sql.Stmt
+	// Idempotency keys (idempotency.go).
+	stmtByKey, stmtInputKey, stmtAddInputKey, stmtDropInputKey *sql.Stmt
 }
 
 // Open opens (creating when missing) the database in stateDir and migrates
