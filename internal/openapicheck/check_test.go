@@ -1,6 +1,7 @@
 package openapicheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,7 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/shellctl/shellctl/internal/api"
+	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/runner"
 )
 
 func load(t *testing.T) *Checker {
@@ -108,5 +114,42 @@ func TestTransportCatchesDrift(t *testing.T) {
 		case tc.wrong != "" && !strings.Contains(fmt.Sprint(reports), tc.wrong):
 			t.Errorf("%s: the report does not name %q: %v", tc.name, tc.wrong, reports)
 		}
+	}
+}
+
+// The record's Go type, marshalled for a job that runs (every optional
+// value null) and for one that ended (every value set), matches the
+// document's Record.
+func TestRecordTypeMatchesTheDocument(t *testing.T) {
+	c := load(t)
+	sch := c.Doc().Components.Schemas["Record"].Value
+	s := func(v string) *string { return &v }
+	n := func(v int) *int { return &v }
+	n64 := func(v int64) *int64 { return &v }
+	b := true
+	running := jobs.Record{JobID: "0123456789abcdef", Status: "running", Mode: "pty", Cwd: "/w", Home: "/w", EnvNames: []string{},
+		CreatedAt: "2026-12-01T06:29:01.123Z", OutputComplete: true}
+	ended := jobs.Record{JobID: "0123456789abcdef", Status: "terminated", Done: true, ExitCode: n(130), Signal: s("SIGINT"),
+		Reason: s("terminate_requested"), Message: s("m"), Mode: "pty", Cwd: "/w", Home: "/w", Terminal: &jobs.Terminal{Cols: 80, Rows: 24},
+		SessionID: s("s1"), EnvNames: []string{"A"}, CreatedAt: "2026-12-01T06:29:01.123Z", StartedAt: s("2026-12-01T06:29:01.124Z"),
+		EndedAt: s("2026-12-01T06:29:02.000Z"), OutputBytes: 5, InputWait: &b, PID: n(7), Pgid: n(7),
+		Isolation: &jobs.RecordIsol{Enabled: true, LandlockABI: 6, Rules: []isolation.AppliedRule{{Path: "/usr", Access: []string{"read_file"}}}, Scoped: []string{"signal"}},
+		Limits: jobs.RecordLimits{Asked: jobs.Limits{OutputBytes: n64(1 << 30)}, Applied: &runner.AppliedLimits{OutputBytes: n64(1 << 30), Why: "no memory controller"}},
+		Usage: &runner.Usage{CPUUserMS: 1, Source: "rusage_children"}, IdempotencyKey: s("k")}
+	for name, rec := range map[string]jobs.Record{"running": running, "ended": ended} {
+		raw, _ := json.Marshal(rec)
+		var v any
+		json.Unmarshal(raw, &v)
+		if err := sch.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("record of a %s job does not match the document: %v\n%s", name, err, raw)
+		}
+	}
+	// And a key the document does not know is caught.
+	raw, _ := json.Marshal(running)
+	var v map[string]any
+	json.Unmarshal(raw, &v)
+	v["surprise"] = 1
+	if err := sch.VisitJSON(v, openapi3.EnableJSONSchema2020()); err == nil {
+		t.Error("a record with a key too many passed")
 	}
 }
