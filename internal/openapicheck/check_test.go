@@ -134,8 +134,8 @@ func TestRecordTypeMatchesTheDocument(t *testing.T) {
 		SessionID: s("s1"), EnvNames: []string{"A"}, CreatedAt: "2026-12-01T06:29:01.123Z", StartedAt: s("2026-12-01T06:29:01.124Z"),
 		EndedAt: s("2026-12-01T06:29:02.000Z"), OutputBytes: 5, InputWait: &b, PID: n(7), Pgid: n(7),
 		Isolation: &jobs.RecordIsol{Enabled: true, LandlockABI: 6, Rules: []isolation.AppliedRule{{Path: "/usr", Access: []string{"read_file"}}}, Scoped: []string{"signal"}},
-		Limits: jobs.RecordLimits{Asked: jobs.Limits{OutputBytes: n64(1 << 30)}, Applied: &runner.AppliedLimits{OutputBytes: n64(1 << 30), Why: "no memory controller"}},
-		Usage: &runner.Usage{CPUUserMS: 1, Source: "rusage_children"}, IdempotencyKey: s("k")}
+		Limits:    jobs.RecordLimits{Asked: jobs.Limits{OutputBytes: n64(1 << 30)}, Applied: &runner.AppliedLimits{OutputBytes: n64(1 << 30), Why: "no memory controller"}},
+		Usage:     &runner.Usage{CPUUserMS: 1, Source: "rusage_children"}, IdempotencyKey: s("k")}
 	for name, rec := range map[string]jobs.Record{"running": running, "ended": ended} {
 		raw, _ := json.Marshal(rec)
 		var v any
