@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/shellctl/shellctl/internal/reqctx"
 	"github.com/shellctl/shellctl/internal/store"
 )
 
@@ -134,6 +135,7 @@ func (s *Service) RunIdempotent(ctx context.Context, req RunRequest, wp WaitPara
 		if row.IdempotencyFP != req.IdempotencyFP {
 			return nil, false, &KeyReusedError{JobID: row.ID, msg: fmt.Sprintf("Idempotency-Key %q was used by job %s for a different request: send that request again unchanged, or use a new key for a new one", req.IdempotencyKey, row.ID)}
 		}
+		s.log.Info("run repeated with its idempotency key: no new job", "job", row.ID, "request_id", reqctx.ID(ctx))
 		res, err := s.Wait(ctx, row.ID, wp)
 		return res, true, err
 	case !errors.Is(err, store.ErrNotFound):
@@ -167,6 +169,7 @@ func (s *Service) InputIdempotent(ctx context.Context, id, key string, text []by
 		if stored != fp {
 			return nil, false, &KeyReusedError{JobID: id, msg: fmt.Sprintf("Idempotency-Key %q was used for a different input to job %s: send that input again unchanged, or use a new key for a new one", key, id)}
 		}
+		s.log.Info("input repeated with its idempotency key: not sent again", "job", id, "request_id", reqctx.ID(ctx))
 		res, err := s.Wait(ctx, id, wp)
 		return res, true, err
 	case !errors.Is(err, store.ErrNotFound):

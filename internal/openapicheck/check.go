@@ -254,8 +254,8 @@ const maxChecked = 16 << 20
 type Transport struct {
 	Base    http.RoundTripper
 	Checker *Checker
-	// Want says which requests to check (nil: all).
-	Want func(*http.Request) bool
+	// Want says which answers to check (nil: all).
+	Want func(*http.Request, *http.Response) bool
 	// Report gets each answer that does not match the document.
 	Report func(req *http.Request, err error)
 }
@@ -263,7 +263,7 @@ type Transport struct {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.Base.RoundTrip(req)
-	if err != nil || (t.Want != nil && !t.Want(req)) {
+	if err != nil || (t.Want != nil && !t.Want(req, resp)) {
 		return resp, err
 	}
 	if !IsJSON(resp.Header.Get("Content-Type")) || req.Method == http.MethodHead {
