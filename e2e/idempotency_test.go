@@ -224,3 +224,22 @@ func TestIdempotentInputIsSentOnceAndSurvivesARestart(t *testing.T) {
 		t.Fatalf("the job read %q: want got:a once, then got:end", out.String())
 	}
 }
+
+// A script over 64 KiB goes to a spool file as it arrives; its hash is
+// taken on the way.
+func TestIdempotentRunOfALargeScript(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	script := "# " + strings.Repeat("x", 200<<10) + "\necho big\n"
+	first := idemPost(t, s, "/v1/jobs/run", "big", map[string]any{"script": script, "timeout": 10})
+	rep := idemPost(t, s, "/v1/jobs/run", "big", map[string]any{"script": script, "timeout": 5})
+	if first.status != 200 || rep.status != 200 || rep.res.JobID != first.res.JobID || rep.res.Output != "big\n" {
+		t.Fatalf("large script and its repeat: %d %d %s / %s", first.status, rep.status, first.res.JobID, rep.body)
+	}
+	changed := "# " + strings.Repeat("x", 200<<10-1) + "y\necho big\n"
+	if a := idemPost(t, s, "/v1/jobs/run", "big", map[string]any{"script": changed}); a.status != 422 || a.code != "idempotency_key_reused" {
+		t.Fatalf("one byte changed in a large script: %d %s", a.status, a.body)
+	}
+	if n := idemJobCount(t, s); n != 1 {
+		t.Fatalf("%d jobs, want 1", n)
+	}
+}

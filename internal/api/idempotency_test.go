@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -20,5 +22,22 @@ func TestIdempotencyKeyRule(t *testing.T) {
 		if !strings.Contains(err.Error(), "Idempotency-Key") {
 			t.Errorf("error %q does not name the header", err)
 		}
+	}
+}
+
+// The script's hash is of the bytes the job gets: a field given twice
+// (the last wins) starts the hash over with the sink.
+func TestHashSinkFollowsItsSink(t *testing.T) {
+	mem := &memSink{}
+	h := newHashSink(mem)
+	h.Write([]byte("first"))
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	h.Write([]byte("sec"))
+	h.Write([]byte("ond"))
+	want := sha256.Sum256([]byte("second"))
+	if string(mem.b) != "second" || h.sum() != hex.EncodeToString(want[:]) {
+		t.Fatalf("sink %q, hash %s; want %q and %x", mem.b, h.sum(), "second", want)
 	}
 }
