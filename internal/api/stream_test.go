@@ -24,6 +24,7 @@ type fakeFollower struct {
 	done    bool
 	changed chan struct{}
 	reads   int
+	wait    *bool
 }
 
 func newFake() *fakeFollower {
@@ -41,7 +42,7 @@ func (f *fakeFollower) change(fn func()) {
 func (f *fakeFollower) State(context.Context) (jobs.FollowState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := jobs.FollowState{Status: f.status, Done: f.done, Size: int64(len(f.data))}
+	st := jobs.FollowState{Status: f.status, Done: f.done, Size: int64(len(f.data)), InputWait: f.wait}
 	if !f.done {
 		st.Changed = f.changed
 	}
@@ -263,5 +264,29 @@ func TestAppendJSONString(t *testing.T) {
 		if strings.ContainsAny(string(enc), "\n\r") {
 			t.Errorf("%q encoded %q spans lines", s, enc)
 		}
+	}
+}
+
+// TestStreamInputWait: an input_wait event each time the job's input-wait
+// flag changes (none while the job's view does not track it).
+func TestStreamInputWait(t *testing.T) {
+	fw := newFake()
+	ch := serveFake(t, fw, 0, nil)
+	next(t, ch) // state
+	yes, no := true, false
+	fw.change(func() { fw.data = []byte("x") })
+	if ev := next(t, ch); ev.typ != "output" {
+		t.Fatalf("got %+v, want output (no input_wait while untracked)", ev)
+	}
+	for _, w := range []*bool{&yes, &no} {
+		fw.change(func() { fw.wait = w })
+		if ev := next(t, ch); ev.typ != "input_wait" || ev.data != fmt.Sprintf(`{"waiting":%v}`, *w) {
+			t.Fatalf("got %+v, want input_wait %v", ev, *w)
+		}
+	}
+	// An unrelated change sends no repeat.
+	fw.change(func() { fw.data = append(fw.data, 'y') })
+	if ev := next(t, ch); ev.typ != "output" {
+		t.Fatalf("got %+v, want output", ev)
 	}
 }
