@@ -37,41 +37,46 @@ func (s *server) keys(t *testing.T, id string, keys ...string) *client.Screen {
 	return sc
 }
 
-// screenShows waits (with the keys route's settling: an empty key list
-// is refused, so a screen read after blocking output waits) until the
-// screen has a line containing want.
-func (s *server) screenShows(t *testing.T, id string, want string) *client.Screen {
+// screenUntil waits until the screen of job id satisfies ok: between
+// looks it blocks on the job's next output (or its end), so a program
+// still drawing is given the time it takes.
+func (s *server) screenUntil(t *testing.T, id, what string, ok func(*client.Screen) bool) *client.Screen {
 	t.Helper()
 	var off int64
-	var out strings.Builder
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sc := s.screen(t, id, 0)
-		for _, l := range sc.Lines {
-			if strings.Contains(l, want) {
-				return sc
-			}
+		if ok(sc) {
+			return sc
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("screen of %s never showed %q:\n%s", id, want, strings.Join(sc.Lines, "\n"))
+			t.Fatalf("screen of %s never showed %s:\n%s", id, what, strings.Join(sc.Lines, "\n"))
 		}
-		// Block until the job prints more (or ends).
-		r, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: off, Timeout: f64(5), IdleFlushSeconds: 0.05})
+		r, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: off, Timeout: f64(2), IdleFlushSeconds: 0.05})
 		if err != nil {
 			t.Fatalf("wait: %v", err)
 		}
-		out.WriteString(r.Output)
 		if r.Offset == off && r.Done {
-			sc = s.screen(t, id, 0)
-			for _, l := range sc.Lines {
-				if strings.Contains(l, want) {
-					return sc
-				}
+			if sc := s.screen(t, id, 0); ok(sc) {
+				return sc
 			}
-			t.Fatalf("job %s ended and its screen shows no %q:\n%s", id, want, strings.Join(sc.Lines, "\n"))
+			t.Fatalf("job %s ended and its screen shows no %s:\n%s", id, what, strings.Join(sc.Lines, "\n"))
 		}
 		off = r.Offset
 	}
+}
+
+// screenShows waits until the screen has a line containing want.
+func (s *server) screenShows(t *testing.T, id string, want string) *client.Screen {
+	t.Helper()
+	return s.screenUntil(t, id, fmt.Sprintf("%q", want), func(sc *client.Screen) bool {
+		for _, l := range sc.Lines {
+			if strings.Contains(l, want) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func numbered(t *testing.T, dir string, n int) string {
@@ -309,7 +314,7 @@ func TestScreenResizeRedraws(t *testing.T) {
 	if err != nil || st != 200 {
 		t.Fatalf("resize = %d %s %v", st, raw, err)
 	}
-	sc := s.screenShows(t, id, "line 0029")
+	sc := s.screenUntil(t, id, "line 0029 on row 28", func(sc *client.Screen) bool { return len(sc.Lines) == 30 && sc.Lines[28] == "line 0029" })
 	if sc.Cols != 100 || sc.Rows != 30 || len(sc.Lines) != 30 || sc.Lines[28] != "line 0029" {
 		t.Fatalf("after resize: %dx%d %d lines\n%s", sc.Cols, sc.Rows, len(sc.Lines), strings.Join(sc.Lines, "\n"))
 	}
@@ -326,7 +331,7 @@ func TestScreenResizeRedraws(t *testing.T) {
 	if st, raw, err := s.c.Do(ctx(t), "POST", "/v1/jobs/"+id+"/resize", map[string]any{"cols": 60, "rows": 12}); err != nil || st != 200 {
 		t.Fatalf("resize = %d %s %v", st, raw, err)
 	}
-	sc = s.screenShows(t, id, "line 0011")
+	sc = s.screenUntil(t, id, "line 0011 on row 10", func(sc *client.Screen) bool { return len(sc.Lines) == 12 && sc.Lines[10] == "line 0011" })
 	if sc.Cols != 60 || sc.Lines[10] != "line 0011" {
 		t.Fatalf("after resizing back: %dx%d\n%s", sc.Cols, sc.Rows, strings.Join(sc.Lines, "\n"))
 	}
