@@ -347,7 +347,7 @@ func (t *Term) fastForward(p []byte) int {
 	}
 	t.runs = plainLines(p, t.cols, t.runs)
 	ends := t.runs
-	if len(ends) < max(t.rows, 2) {
+	if len(ends) < 2 {
 		return 0
 	}
 	// The first line as usual: it is written over whatever the bottom
@@ -356,35 +356,15 @@ func (t *Term) fastForward(p []byte) int {
 	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || pos.X != 0 || !t.tr.plain() {
 		return ends[0]
 	}
-	// Each further line scrolls the screen; those rows go to the
-	// scrollback (the newest ScrollbackLines count), all of them once
-	// there are rows-1 of them.
-	keep := t.rows - 1
-	n := 0
-	for i := 1; i < len(ends); i++ {
-		n += rowCount(p[ends[i-1]:ends[i]-2], t.cols)
+	// From here the screen is pending: its rows above the bottom one, as
+	// text (what is drawn again is their characters; their colours are
+	// not reported), then the further lines, each scrolling it by a row.
+	t.pend = &pending{rows: make([][]byte, 0, t.rows)}
+	for y := range t.rows - 1 {
+		t.pend.rows = append(t.pend.rows, []byte(t.row(y)))
 	}
-	from := max(0, n-ScrollbackLines)
-	for y := from; y < keep; y++ {
-		t.sb.push(t.row(y))
-	}
-	t.pend = &pending{}
 	t.extend(p[ends[0]:ends[len(ends)-1]], ends[1:], ends[0])
 	return ends[len(ends)-1]
-}
-
-// rowCount is how many screen rows the plain line p takes.
-func rowCount(p []byte, cols int) int {
-	n := 0
-	for i := 0; i < len(p); {
-		if p[i] == 0x1b {
-			i = sgrEnd(p, i)
-			continue
-		}
-		n++
-		i++
-	}
-	return max(1, (n+cols-1)/cols)
 }
 
 // extend adds the plain lines of p (ends: where each ends in the input
@@ -400,23 +380,21 @@ func (t *Term) extend(p []byte, ends []int, base int) {
 	t.spans = rows
 	drop := max(0, len(t.pend.rows)+len(rows)-keep)
 	// The oldest rows scroll off: first those pending, then new ones.
-	for drop > 0 && len(t.pend.rows) > 0 {
-		r := t.pend.rows[0]
-		t.pend.rows = t.pend.rows[1:]
-		t.sb.push(text(r))
-		t.pend.pen = sgrs(r, t.pend.pen)
-		drop--
+	if d := min(drop, len(t.pend.rows)); d > 0 {
+		for _, r := range t.pend.rows[:d] {
+			t.sb.push(r)
+			t.pend.pen = sgrs(r, t.pend.pen)
+		}
+		t.pend.rows = append(t.pend.rows[:0], t.pend.rows[d:]...)
+		drop -= d
 	}
 	if drop > 0 {
-		// Only the newest ScrollbackLines need their text.
+		// Only the newest ScrollbackLines are kept.
 		for _, r := range rows[max(0, drop-ScrollbackLines):drop] {
-			t.sb.push(text(p[r.a:r.b]))
+			t.sb.push(append([]byte(nil), p[r.a:r.b]...))
 		}
 		t.pend.pen = sgrs(p[rows[0].a:rows[drop-1].b], t.pend.pen)
 		rows = rows[drop:]
-	}
-	if len(t.pend.rows)+len(rows) > cap(t.pend.rows) {
-		t.pend.rows = append(make([][]byte, 0, keep+1), t.pend.rows...)
 	}
 	for _, r := range rows {
 		t.pend.rows = append(t.pend.rows, append([]byte(nil), p[r.a:r.b]...))

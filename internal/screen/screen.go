@@ -81,6 +81,7 @@ type Term struct {
 	// (fast.go).
 	pend *pending
 	frag []byte
+	join []byte // frag and the next write
 }
 
 // New makes the screen of a cols × rows terminal (Fits must hold).
@@ -146,8 +147,8 @@ func (t *Term) AppCursor() bool { return t.appCursor }
 func (t *Term) settle() {
 	t.materialize()
 	if len(t.frag) > 0 {
-		f := t.frag
-		t.frag = nil
+		f := append([]byte(nil), t.frag...)
+		t.frag = t.frag[:0]
 		t.feed(f)
 	}
 }
@@ -166,8 +167,9 @@ func (t *Term) Resize(cols, rows int) {
 func (t *Term) Write(p []byte) (int, error) {
 	n := len(p)
 	if len(t.frag) > 0 {
-		p = append(t.frag, p...)
-		t.frag = nil
+		t.join = append(append(t.join[:0], t.frag...), p...)
+		p = t.join
+		t.frag = t.frag[:0]
 	}
 	for len(p) > 0 {
 		if t.pend != nil {
@@ -179,7 +181,7 @@ func (t *Term) Write(p []byte) (int, error) {
 				continue
 			}
 			if len(p) <= maxFrag && plainPrefix(p) {
-				t.frag = append([]byte(nil), p...)
+				t.frag = append(t.frag[:0], p...)
 				return n, nil
 			}
 			t.materialize()
@@ -226,7 +228,7 @@ func (t *Term) drain() {
 		return
 	}
 	for _, l := range sb.Lines() {
-		t.sb.push(strings.TrimRight(l.String(), " "))
+		t.sb.push([]byte(strings.TrimRight(l.String(), " ")))
 	}
 	sb.Clear()
 }
@@ -276,7 +278,7 @@ func (t *Term) Snapshot(scrollback int) Snapshot {
 // accounting: both screen buffers, the scrollback text, and the
 // emulator's string buffer.
 func (t *Term) Footprint() int64 {
-	n := 2*int64(t.cols)*int64(t.rows)*CellBytes + t.sb.footprint() + parserBytes + int64(len(t.frag))
+	n := 2*int64(t.cols)*int64(t.rows)*CellBytes + t.sb.footprint() + parserBytes + int64(cap(t.frag)+cap(t.join))
 	if t.pend != nil {
 		for _, r := range t.pend.rows {
 			n += int64(len(r))
@@ -291,25 +293,27 @@ func (t *Term) String() string {
 	return strings.Join(t.Snapshot(0).Lines, "\n")
 }
 
-// ring is the scrollback: rows of text, oldest first, capped at
-// ScrollbackLines rows and ScrollbackBytes bytes.
+// ring is the scrollback: rows, oldest first, capped at ScrollbackLines
+// rows and ScrollbackBytes bytes. A row is kept as it came (plain text
+// with SGR sequences, or text) and made text when asked for: most rows
+// of a flood are pushed out before anyone looks.
 type ring struct {
-	rows  []string // a circular buffer of up to ScrollbackLines
+	rows  [][]byte // a circular buffer of up to ScrollbackLines
 	start int
 	n     int
 	bytes int
 }
 
-func (r *ring) push(s string) {
+func (r *ring) push(s []byte) {
 	if len(s) > ScrollbackBytes {
 		s = s[:ScrollbackBytes]
 	}
 	if r.rows == nil {
-		r.rows = make([]string, ScrollbackLines)
+		r.rows = make([][]byte, ScrollbackLines)
 	}
 	for r.n > 0 && (r.n == ScrollbackLines || r.bytes+len(s) > ScrollbackBytes) {
 		r.bytes -= len(r.rows[r.start])
-		r.rows[r.start] = ""
+		r.rows[r.start] = nil
 		r.start = (r.start + 1) % ScrollbackLines
 		r.n--
 	}
@@ -318,12 +322,12 @@ func (r *ring) push(s string) {
 	r.bytes += len(s)
 }
 
-// last is the newest n rows, oldest first.
+// last is the newest n rows as text, oldest first.
 func (r *ring) last(n int) []string {
 	n = min(n, r.n)
 	out := make([]string, n)
 	for i := range n {
-		out[i] = r.rows[(r.start+r.n-n+i)%ScrollbackLines]
+		out[i] = text(r.rows[(r.start+r.n-n+i)%ScrollbackLines])
 	}
 	return out
 }
@@ -331,7 +335,7 @@ func (r *ring) last(n int) []string {
 func (r *ring) len() int { return r.n }
 
 func (r *ring) footprint() int64 {
-	return int64(len(r.rows))*int64(unsafe.Sizeof("")) + int64(r.bytes)
+	return int64(len(r.rows))*int64(unsafe.Sizeof([]byte(nil))) + int64(r.bytes)
 }
 
 // ErrTooLarge says a terminal is larger than what is emulated.

@@ -296,3 +296,19 @@ func BenchmarkFlood(b *testing.B) {
 		_, _ = tm.Write(chunk)
 	}
 }
+
+// BenchmarkFloodSmallReads: a pty hands over at most 4 KiB a read.
+func BenchmarkFloodSmallReads(b *testing.B) {
+	line := strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz", 3)[:99] + "\r\n"
+	flood := []byte(strings.Repeat(line, 4000))
+	tm := New(200, 50)
+	defer tm.Close()
+	b.SetBytes(int64(len(flood)))
+	for b.Loop() {
+		for p := flood; len(p) > 0; {
+			n := min(len(p), 4095)
+			_, _ = tm.Write(p[:n])
+			p = p[n:]
+		}
+	}
+}
