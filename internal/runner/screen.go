@@ -6,7 +6,8 @@ package runner
 //
 // The pump that writes output.log copies each read into a bounded queue
 // and goes on; the emulator's own goroutine takes everything queued at
-// once and feeds it. The pump never waits on the emulator while it is less
+// once and feeds it, woken when screenBatch is queued, when the screen is
+// asked for, and when the output is drained. The pump never waits on the emulator while it is less
 // than screenQueue bytes behind; past that the pump waits for it (bytes are
 // never dropped: a screen fed with a gap would be wrong until the program
 // redraws all of it). The emulator fast-forwards through floods of plain
@@ -38,6 +39,13 @@ const ScreenFile = "screen.json"
 // screenQueue is how far (bytes) the emulator may be behind the output
 // before the pump waits for it.
 const screenQueue = 4 << 20
+
+// screenBatch: the emulator is woken by the output once this much is
+// queued; sooner only when the screen is asked for (a screen or keys
+// request) or the output is drained. The screen is needed only when
+// looked at, and a wake-up for every read of the terminal would cost more
+// than the emulator's work.
+const screenBatch = 256 << 10
 
 // Settling after keys: an answer comes once the terminal has been quiet
 // this long (no output since the keys or since the last output), and the
@@ -112,7 +120,15 @@ func (f *screenFeed) put(p []byte) {
 	}
 	f.buf = append(f.buf, p...)
 	f.queued += int64(len(p))
+	full := len(f.buf) >= screenBatch
 	f.mu.Unlock()
+	if full {
+		f.kick()
+	}
+}
+
+// kick wakes the emulator.
+func (f *screenFeed) kick() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -274,6 +290,7 @@ func (f *screenFeed) settle(since time.Time, quiet time.Duration, deadline time.
 	f.mu.Lock()
 	target := f.queued
 	f.mu.Unlock()
+	f.kick()
 	for {
 		f.mu.Lock()
 		fed, more := f.fed, f.fedMore
@@ -354,6 +371,9 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 		ack.Err = why
 		return ack
 	}
+	// The cursor keys follow the mode the program set by now.
+	now := time.Now()
+	f.settle(now, 0, now.Add(screenCatchUp), f.done)
 	b, err := screen.Keys(m.Keys, f.appCursor())
 	if err != nil {
 		var ke *screen.KeyError

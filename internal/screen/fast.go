@@ -20,6 +20,7 @@ package screen
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 )
 
@@ -177,6 +178,22 @@ func atoi(s string) int {
 	return n
 }
 
+// printable: the bytes of plain text (printable ASCII).
+var printable = func() (t [256]bool) {
+	for b := 0x20; b <= 0x7e; b++ {
+		t[b] = true
+	}
+	return t
+}()
+
+// printable8 reports whether the 8 bytes of w are all printable ASCII:
+// none has its high bit, none is below 0x20 (a borrow reaches the high bit
+// of a byte below), and none is 0x7f (adding one carries into the high bit).
+func printable8(w uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	return w&hi == 0 && (w-0x20*lo)&^w&hi == 0 && (w+lo)&hi == 0
+}
+
 // plainLines returns the ends (just past CR LF) of the plain lines at
 // the start of p, stopping at the first byte that is not part of one.
 //
@@ -190,8 +207,13 @@ func plainLines(p []byte, cols int, ends []int) []int {
 		j := i
 		n := 0
 		for j < len(p) {
+			if j+8 <= len(p) && printable8(binary.LittleEndian.Uint64(p[j:])) {
+				j += 8
+				n += 8
+				continue
+			}
 			b := p[j]
-			if b >= 0x20 && b <= 0x7e {
+			if printable[b] {
 				j++
 				n++
 				continue
@@ -388,16 +410,25 @@ func (t *Term) extend(p []byte, ends []int, base int) {
 		t.pend.rows = append(t.pend.rows[:0], t.pend.rows[d:]...)
 		drop -= d
 	}
-	if drop > 0 {
-		// Only the newest ScrollbackLines are kept.
-		for _, r := range rows[max(0, drop-ScrollbackLines):drop] {
-			t.sb.push(append([]byte(nil), p[r.a:r.b]...))
+	// One copy of the new rows' bytes for all of them: the rows are
+	// consecutive, so what the scrollback and the pending screen keep of
+	// these copies is their own bytes and at most one partial copy.
+	first := max(0, drop-ScrollbackLines)
+	if first < len(rows) {
+		base := rows[first].a
+		buf := append([]byte(nil), p[base:rows[len(rows)-1].b]...)
+		row := func(r span) []byte { return buf[r.a-base : r.b-base : r.b-base] }
+		if drop > 0 {
+			for _, r := range rows[first:drop] {
+				t.sb.push(row(r))
+			}
 		}
-		t.pend.pen = sgrs(p[rows[0].a:rows[drop-1].b], t.pend.pen)
-		rows = rows[drop:]
+		for _, r := range rows[drop:] {
+			t.pend.rows = append(t.pend.rows, row(r))
+		}
 	}
-	for _, r := range rows {
-		t.pend.rows = append(t.pend.rows, append([]byte(nil), p[r.a:r.b]...))
+	if drop > 0 {
+		t.pend.pen = sgrs(p[rows[0].a:rows[drop-1].b], t.pend.pen)
 	}
 	if len(t.pend.pen) > penFlush {
 		_, _ = t.emu.Write(t.pend.pen)

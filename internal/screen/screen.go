@@ -14,6 +14,7 @@
 package screen
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"reflect"
@@ -167,10 +168,21 @@ func (t *Term) Resize(cols, rows int) {
 func (t *Term) Write(p []byte) (int, error) {
 	n := len(p)
 	if len(t.frag) > 0 {
-		t.join = append(append(t.join[:0], t.frag...), p...)
-		p = t.join
+		// The held start of a line, with the rest of that line.
+		i := indexLF(p)
+		if i < 0 {
+			i = len(p) - 1
+		}
+		t.join = append(append(t.join[:0], t.frag...), p[:i+1]...)
 		t.frag = t.frag[:0]
+		p = p[i+1:]
+		t.write(t.join)
 	}
+	t.write(p)
+	return n, nil
+}
+
+func (t *Term) write(p []byte) {
 	for len(p) > 0 {
 		if t.pend != nil {
 			t.runs = plainLines(p, t.cols, t.runs)
@@ -180,11 +192,16 @@ func (t *Term) Write(p []byte) (int, error) {
 				p = p[end:]
 				continue
 			}
-			if len(p) <= maxFrag && plainPrefix(p) {
-				t.frag = append(t.frag[:0], p...)
-				return n, nil
+			if len(t.frag)+len(p) <= maxFrag && plainPrefix(p) {
+				t.frag = append(t.frag, p...)
+				return
 			}
 			t.materialize()
+			if len(t.frag) > 0 {
+				f := append([]byte(nil), t.frag...)
+				t.frag = t.frag[:0]
+				t.feed(f)
+			}
 		}
 		if k := t.fastForward(p); k > 0 {
 			p = p[k:]
@@ -201,17 +218,9 @@ func (t *Term) Write(p []byte) (int, error) {
 		t.feed(p[:i])
 		p = p[i:]
 	}
-	return n, nil
 }
 
-func indexLF(p []byte) int {
-	for i, b := range p {
-		if b == '\n' {
-			return i
-		}
-	}
-	return -1
-}
+func indexLF(p []byte) int { return bytes.IndexByte(p, '\n') }
 
 // feed hands p to the emulator as it is.
 func (t *Term) feed(p []byte) {
