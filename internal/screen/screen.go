@@ -134,8 +134,14 @@ func dropAltScrollback(e *vt.Emulator) {
 	*(**vt.Scrollback)(unsafe.Pointer(f.UnsafeAddr())) = nil
 }
 
-// Close stops the goroutine reading the emulator's answers.
-func (t *Term) Close() { _ = t.emu.Close() }
+// Close stops the goroutine reading the emulator's answers: the end of
+// their pipe is closed (Emulator.Close would race with that goroutine's
+// Read over the emulator's closed flag).
+func (t *Term) Close() {
+	if pw, ok := t.emu.InputPipe().(*io.PipeWriter); ok {
+		_ = pw.Close()
+	}
+}
 
 // Size is the terminal's size.
 func (t *Term) Size() (cols, rows int) { return t.cols, t.rows }
