@@ -411,6 +411,9 @@ func TestScreenErrorsAndLastScreen(t *testing.T) {
 // TestScreenMemoryBounded: a job that prints 100 000 lines costs its
 // runner no more memory than the screen's bound (README).
 func TestScreenMemoryBounded(t *testing.T) {
+	if os.Getenv("SHELLCTL_E2E_RACE") != "" {
+		t.Skip("the race detector multiplies a process's memory")
+	}
 	s := startServer(t, serverOpts{})
 	rss := func(n int) (int64, *client.Screen) {
 		id := runPTY(t, s, fmt.Sprintf("seq -f 'row %%06g of a long output line' %d; echo printed; read x", n), 200, 50)

@@ -331,19 +331,18 @@ func (r *Runner) saveScreen() {
 	}
 }
 
-// screenFeed is the job's screen (nil: not a pty job, or not started),
-// or why there is none.
+// screenFeed is the job's screen (nil: not a pty job), made on first use:
+// a job still starting has a blank screen of its size.
 func (r *Runner) screenFeed() (*screenFeed, string) {
 	if r.spec.Mode != "pty" {
 		return nil, "input_unsupported"
 	}
 	r.mu.Lock()
-	f := r.screen
-	r.mu.Unlock()
-	if f == nil {
-		return nil, "the job has not started yet"
+	defer r.mu.Unlock()
+	if r.screen == nil {
+		r.screen = newScreenFeed(r.spec.Cols, r.spec.Rows)
 	}
-	return f, ""
+	return r.screen, ""
 }
 
 // screenCatchUp bounds how long a screen request waits for the emulator
@@ -406,10 +405,7 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 
 // startScreen makes the job's screen; src reads its terminal.
 func (r *Runner) startScreen(src io.Reader) io.Reader {
-	f := newScreenFeed(r.spec.Cols, r.spec.Rows)
-	r.mu.Lock()
-	r.screen = f
-	r.mu.Unlock()
+	f, _ := r.screenFeed()
 	return screenReader{r: src, f: f}
 }
 
