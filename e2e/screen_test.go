@@ -325,6 +325,8 @@ func TestScreenResizeRedraws(t *testing.T) {
 	}
 	st, raw, err = s.c.Do(ctx(t), "GET", "/v1/jobs/"+id+"/screen", nil)
 	wantError(t, "screen of a 1000x1000 terminal", st, raw, err, 409, "screen_unavailable")
+	st, raw, err = s.c.Do(ctx(t), "POST", "/v1/jobs/"+id+"/keys", map[string]any{"keys": []string{"q"}})
+	wantError(t, "keys on a 1000x1000 terminal", st, raw, err, 409, "screen_unavailable")
 	if rec := s.getRecord(t, id); rec.ScreenAvailable {
 		t.Errorf("record of a 1000x1000 terminal: screen_available true")
 	}

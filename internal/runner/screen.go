@@ -373,6 +373,14 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 	// The cursor keys follow the mode the program set by now.
 	now := time.Now()
 	f.settle(now, 0, now.Add(screenCatchUp), f.done)
+	f.tmu.Lock()
+	tooLarge, cols, rows := f.term == nil, f.cols, f.rows
+	f.tmu.Unlock()
+	if tooLarge {
+		// Not typed: the answer could not show what they did.
+		ack.Err = screenErrTooLarge + screen.ErrTooLarge(cols, rows).Error()
+		return ack
+	}
 	b, err := screen.Keys(m.Keys, f.appCursor())
 	if err != nil {
 		var ke *screen.KeyError
