@@ -24,160 +24,6 @@ import (
 	"strings"
 )
 
-// tracker follows the few terminal states the emulator does not show and
-// the fast path depends on.
-type tracker struct {
-	st      int
-	params  []byte // of the CSI being read (bounded)
-	alt     bool   // on the alternate screen (as the bytes say)
-	region  [2]bool
-	lrm     bool // left/right margin mode (DECLRMM)
-	noWrap  bool // autowrap off (DECAWM reset)
-	g0Other bool // G0 is not ASCII
-	shifted bool // SO: G1 is in use
-	rows    int
-}
-
-const (
-	stGround = iota
-	stEsc
-	stCSI
-	stString    // OSC, DCS, SOS, PM, APC: until BEL or ST
-	stStringEsc // ESC inside a string: ST or a new sequence
-	stCharset   // ESC ( X: X designates G0
-	stOtherDesignation
-)
-
-func (tr *tracker) reset() {
-	st := tr.st
-	*tr = tracker{params: tr.params[:0], region: [2]bool{true, true}}
-	tr.st = st
-}
-
-// plain reports whether the fast path may run in this state.
-func (tr *tracker) plain() bool {
-	return tr.st == stGround && !tr.alt && tr.region[0] && !tr.lrm && !tr.noWrap && !tr.g0Other && !tr.shifted
-}
-
-// scan follows p, which the emulator is about to be fed; alt is whether
-// the emulator is on the alternate screen before it.
-func (tr *tracker) scan(p []byte, alt bool) {
-	tr.alt = alt
-	for _, b := range p {
-		switch tr.st {
-		case stGround:
-			switch b {
-			case 0x1b:
-				tr.st = stEsc
-			case 0x0e:
-				tr.shifted = true
-			case 0x0f:
-				tr.shifted = false
-			}
-		case stEsc:
-			tr.st = stGround
-			switch b {
-			case '[':
-				tr.st = stCSI
-				tr.params = tr.params[:0]
-			case ']', 'P', 'X', '^', '_':
-				tr.st = stString
-			case '(':
-				tr.st = stCharset
-			case ')', '*', '+', '-', '.', '/':
-				tr.st = stOtherDesignation
-			case 'c': // RIS: everything back to its default
-				tr.reset()
-			case 0x1b:
-				tr.st = stEsc
-			}
-		case stCharset:
-			tr.g0Other = b != 'B'
-			tr.st = stGround
-		case stOtherDesignation:
-			tr.st = stGround
-		case stCSI:
-			switch {
-			case b == 0x1b:
-				tr.st = stEsc
-			case b == 0x18 || b == 0x1a:
-				tr.st = stGround
-			case b >= 0x40 && b <= 0x7e:
-				tr.csi(b)
-				tr.st = stGround
-			case b >= 0x20 && b < 0x40:
-				if len(tr.params) < 64 {
-					tr.params = append(tr.params, b)
-				}
-			}
-		case stString:
-			switch b {
-			case 0x07, 0x18, 0x1a:
-				tr.st = stGround
-			case 0x1b:
-				tr.st = stStringEsc
-			}
-		case stStringEsc:
-			if b == '\\' {
-				tr.st = stGround
-			} else {
-				tr.st = stString
-			}
-		}
-	}
-}
-
-func (tr *tracker) screen() int {
-	if tr.alt {
-		return 1
-	}
-	return 0
-}
-
-// csi notes a CSI sequence ending in final.
-func (tr *tracker) csi(final byte) {
-	p := string(tr.params)
-	switch {
-	case final == 'r' && (p == "" || (p[0] >= '0' && p[0] <= '9') || p[0] == ';'):
-		top, bottom, _ := strings.Cut(p, ";")
-		full := (top == "" || top == "0" || top == "1") && (bottom == "" || bottom == "0" || atoi(bottom) >= tr.rowsOr())
-		tr.region[tr.screen()] = full
-	case (final == 'h' || final == 'l') && strings.HasPrefix(p, "?"):
-		set := final == 'h'
-		for _, m := range strings.Split(p[1:], ";") {
-			switch m {
-			case "47", "1047", "1049":
-				tr.alt = set
-			case "69":
-				tr.lrm = set
-			case "7":
-				tr.noWrap = !set
-			}
-		}
-	}
-}
-
-func (tr *tracker) rowsOr() int {
-	if tr.rows > 0 {
-		return tr.rows
-	}
-	return 1 << 30
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return -1
-		}
-		n = n*10 + int(c-'0')
-		if n > 1<<20 {
-			return n
-		}
-	}
-	return n
-}
-
 // printable: the bytes of plain text (printable ASCII).
 var printable = func() (t [256]bool) {
 	for b := 0x20; b <= 0x7e; b++ {
@@ -356,12 +202,16 @@ const maxFrag = 16 << 10
 // only changes the emulator's pen, never what its screen shows).
 const penFlush = 1 << 10
 
+// plain reports whether the fast path may run in the emulator's state.
+func (t *Term) plain() bool {
+	return t.stOK && t.st.ground() && !t.emu.IsAltScreen() && t.st.fullRegion(0, t.cols, t.rows) && t.st.plainText()
+}
+
 // fastForward takes a run of plain lines at the start of p, when there is
 // one and the state allows (see the top of this file), and returns how
 // many bytes it took (0: none; feed p as usual).
 func (t *Term) fastForward(p []byte) int {
-	t.tr.rows = t.rows
-	if !t.tr.plain() || t.emu.IsAltScreen() {
+	if !t.plain() {
 		return 0
 	}
 	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || pos.X != 0 {
@@ -375,7 +225,7 @@ func (t *Term) fastForward(p []byte) int {
 	// The first line as usual: it is written over whatever the bottom
 	// row holds, then scrolls up. The bottom row is blank after it.
 	t.feed(p[:ends[0]])
-	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || pos.X != 0 || !t.tr.plain() {
+	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || pos.X != 0 || !t.plain() {
 		return ends[0]
 	}
 	// From here the screen is pending: its rows above the bottom one, as

@@ -74,7 +74,8 @@ type Term struct {
 	title      string
 	appCursor  bool
 	sb         ring
-	tr         tracker
+	st         emuState // the emulator's own state (state.go)
+	stOK       bool
 	runs       []int  // plain-run scratch: line ends
 	spans      []span // and rows
 	// pend: a flood of plain lines the emulator has not drawn yet;
@@ -94,6 +95,7 @@ func New(cols, rows int) *Term {
 	// cells only ever holds those of one write.
 	t.emu.SetScrollbackSize(ScrollbackLines)
 	dropAltScrollback(t.emu)
+	t.st, t.stOK = stateOf(t.emu)
 	t.emu.SetCallbacks(vt.Callbacks{
 		Title: func(s string) { t.title = s },
 		EnableMode: func(m ansi.Mode) {
@@ -107,7 +109,6 @@ func New(cols, rows int) *Term {
 			}
 		},
 	})
-	t.tr.reset()
 	// Answers to a program's queries (cursor position, device
 	// attributes) are read and dropped: the runner never answered them,
 	// and an answer that came late (the screen is fed off the output
@@ -165,8 +166,6 @@ func (t *Term) Resize(cols, rows int) {
 	t.settle()
 	t.cols, t.rows = cols, rows
 	t.emu.Resize(cols, rows)
-	// The emulator resets both screens' scroll regions on resize.
-	t.tr.region = [2]bool{true, true}
 	t.drain()
 }
 
@@ -227,13 +226,6 @@ func (t *Term) write(p []byte) {
 }
 
 func indexLF(p []byte) int { return bytes.IndexByte(p, '\n') }
-
-// feed hands p to the emulator as it is.
-func (t *Term) feed(p []byte) {
-	t.tr.scan(p, t.emu.IsAltScreen())
-	_, _ = t.emu.Write(p)
-	t.drain()
-}
 
 // drain moves the rows the emulator pushed into its scrollback into the
 // text ring.

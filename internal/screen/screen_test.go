@@ -326,3 +326,22 @@ func TestPrintable8(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRandomBytes: what cat of a binary file costs.
+func BenchmarkRandomBytes(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	junk := make([]byte, 1<<20)
+	for i := range junk {
+		junk[i] = byte(rng.IntN(256))
+	}
+	tm := New(200, 50)
+	defer tm.Close()
+	b.SetBytes(int64(len(junk)))
+	for b.Loop() {
+		for p := junk; len(p) > 0; {
+			n := min(len(p), 64<<10)
+			_, _ = tm.Write(p[:n])
+			p = p[n:]
+		}
+	}
+}
