@@ -18,11 +18,11 @@ import (
 )
 
 type emuState struct {
-	parser   *byte             // the parser's state
-	modes    *ansi.Modes       // the terminal modes
-	gl       *int              // the character set in GL (SO/SI, LS2, LS3)
-	charsets *[4]vt.CharSet    // G0…G3 (nil: ASCII)
-	scroll   [2]*uv.Rectangle  // each screen's scroll region
+	parser   *byte            // the parser's state
+	modes    *ansi.Modes      // the terminal modes
+	gl       *int             // the character set in GL (SO/SI, LS2, LS3)
+	charsets *[4]vt.CharSet   // G0…G3 (nil: ASCII)
+	scroll   [2]*uv.Rectangle // each screen's scroll region
 	bufs     [2]*uv.RenderBuffer
 }
 
