@@ -15,7 +15,7 @@ missing=()
 for tool in runc umoci; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
 	say "installing ${missing[*]} from Debian's packages"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null || say "could not install ${missing[*]}: their tests skip"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || say "could not install ${missing[*]}: their tests skip"
 fi
 # Reproducible: a second build from the same Debian root gives the same digest.
 deploy/image/check-reproducible.sh "$OUT"

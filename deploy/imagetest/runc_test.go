@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -79,8 +80,40 @@ type bundleOpts struct {
 	stateHostDir string // bind-mount this host directory as the state dir (else a tmpfs)
 }
 
-// unpack makes a runc bundle of the image with umoci and replaces its
-// runtime config by the hardened one.
+var (
+	unpackOnce sync.Once
+	unpacked   string // umoci's bundle: rootfs/ and config.json, shared read-only
+	unpackErr  error
+)
+
+// unpackImage unpacks the image once for every test (umoci unpack); each
+// container then uses its rootfs read-only.
+func unpackImage() (string, error) {
+	unpackOnce.Do(func() {
+		dir, err := os.MkdirTemp("/var/tmp", "shellctl-imagetest-rootfs-")
+		if err != nil {
+			unpackErr = err
+			return
+		}
+		unpacked = filepath.Join(dir, "bundle")
+		if out, err := exec.Command("umoci", "unpack", "--image", filepath.Join(*imageDir, "oci")+":latest", unpacked).CombinedOutput(); err != nil {
+			unpackErr = fmt.Errorf("umoci unpack: %v\n%s", err, out)
+		}
+	})
+	return unpacked, unpackErr
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if unpacked != "" {
+		os.RemoveAll(filepath.Dir(unpacked))
+	}
+	os.Exit(code)
+}
+
+// unpack makes a runc bundle of the image (unpacked by umoci) with the
+// hardened runtime config in place of umoci's.
 func unpack(t *testing.T, o bundleOpts) *bundle {
 	t.Helper()
 	dir, err := os.MkdirTemp("/var/tmp", "shellctl-imagetest-")
@@ -89,11 +122,14 @@ func unpack(t *testing.T, o bundleOpts) *bundle {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	b := &bundle{dir: filepath.Join(dir, "bundle"), id: "shellctl-it-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)}
-	out, err := exec.Command("umoci", "unpack", "--image", filepath.Join(*imageDir, "oci")+":latest", b.dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("umoci unpack: %v\n%s", err, out)
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(b.dir, "config.json"))
+	src, err := unpackImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +165,7 @@ func unpack(t *testing.T, o bundleOpts) *bundle {
 		stateMount = map[string]any{"destination": stateDir, "type": "bind", "source": o.stateHostDir,
 			"options": []string{"rbind", "nosuid", "nodev", "noexec"}}
 	}
-	spec := hardenedSpec(append(p.Args, "--require-auth-token", "--verbose"), append(p.Env, "SHELLCTL_AUTH_TOKEN_FILE="+tokenAt), p.Cwd, tokenFile, stateMount)
+	spec := hardenedSpec(filepath.Join(src, "rootfs"), append(p.Args, "--require-auth-token", "--verbose"), append(p.Env, "SHELLCTL_AUTH_TOKEN_FILE="+tokenAt), p.Cwd, tokenFile, stateMount)
 	js, _ := json.MarshalIndent(spec, "", "  ")
 	if err := os.WriteFile(filepath.Join(b.dir, "config.json"), js, 0o600); err != nil {
 		t.Fatal(err)
@@ -141,7 +177,7 @@ func unpack(t *testing.T, o bundleOpts) *bundle {
 // hardenedSpec is the OCI runtime config the image is tested with (and
 // docs/deploy.md shows): read-only root, no capabilities at all,
 // no_new_privs, every namespace of its own, tmpfs where it writes.
-func hardenedSpec(args, env []string, cwd, tokenFile string, stateMount map[string]any) map[string]any {
+func hardenedSpec(rootfs string, args, env []string, cwd, tokenFile string, stateMount map[string]any) map[string]any {
 	none := []string{}
 	tmpfs := func(dst, opts string) map[string]any {
 		return map[string]any{"destination": dst, "type": "tmpfs", "source": "tmpfs", "options": strings.Split(opts, ",")}
@@ -156,9 +192,9 @@ func hardenedSpec(args, env []string, cwd, tokenFile string, stateMount map[stri
 			"cwd":             cwd,
 			"noNewPrivileges": true,
 			"capabilities":    map[string]any{"bounding": none, "effective": none, "inheritable": none, "permitted": none, "ambient": none},
-			"rlimits":         []map[string]any{{"type": "RLIMIT_NOFILE", "hard": 65536, "soft": 65536}},
+			"rlimits":         []map[string]any{nofile()},
 		},
-		"root":     map[string]any{"path": "rootfs", "readonly": true},
+		"root":     map[string]any{"path": rootfs, "readonly": true},
 		"hostname": "shellctl",
 		"mounts": []map[string]any{
 			{"destination": "/proc", "type": "proc", "source": "proc", "options": []string{"nosuid", "noexec", "nodev"}},
@@ -183,6 +219,17 @@ func hardenedSpec(args, env []string, cwd, tokenFile string, stateMount map[stri
 	}
 }
 
+// nofile is RLIMIT_NOFILE for the container: 65536, or less where this
+// process may not raise its own hard limit that far.
+func nofile() map[string]any {
+	n := uint64(65536)
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Max < n {
+		n = rl.Max
+	}
+	return map[string]any{"type": "RLIMIT_NOFILE", "hard": n, "soft": n}
+}
+
 // run starts the container detached and waits until it serves.
 func (b *bundle) run(t *testing.T) {
 	t.Helper()
@@ -191,11 +238,15 @@ func (b *bundle) run(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command("runc", "run", "--detach", "--bundle", b.dir, b.id)
+	// runc's own errors go to its log file; the container's stdout and
+	// stderr (the server's log) to logf.
+	runcLog := b.logPath + ".runc"
+	cmd := exec.Command("runc", "--log", runcLog, "run", "--detach", "--bundle", b.dir, b.id)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Run(); err != nil {
 		log, _ := os.ReadFile(b.logPath)
-		t.Fatalf("runc run: %v\n%s", err, log)
+		rlog, _ := os.ReadFile(runcLog)
+		t.Fatalf("runc run: %v\n%s\n%s", err, rlog, log)
 	}
 	t.Cleanup(func() {
 		exec.Command("runc", "delete", "--force", b.id).Run()

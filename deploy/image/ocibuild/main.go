@@ -334,6 +334,7 @@ func image(o options, epoch time.Time) (v1.Image, error) {
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
 		Config:       cfg,
+		RootFS:       v1.RootFS{Type: "layers"},
 	})
 	if err != nil {
 		return nil, err
