@@ -160,10 +160,10 @@ func unpack(t *testing.T, o bundleOpts) *bundle {
 	}
 	os.Chown(tokenFile, uid, uid)
 	stateMount := map[string]any{"destination": stateDir, "type": "tmpfs", "source": "tmpfs",
-		"options": []string{"nosuid", "nodev", "noexec", "mode=0700", "uid=10001", "gid=10001", "size=256m"}}
+		"options": []string{"nosuid", "nodev", "mode=0700", "uid=10001", "gid=10001", "size=256m"}}
 	if o.stateHostDir != "" {
 		stateMount = map[string]any{"destination": stateDir, "type": "bind", "source": o.stateHostDir,
-			"options": []string{"rbind", "nosuid", "nodev", "noexec"}}
+			"options": []string{"rbind", "nosuid", "nodev"}}
 	}
 	spec := hardenedSpec(filepath.Join(src, "rootfs"), append(p.Args, "--require-auth-token", "--verbose"), append(p.Env, "SHELLCTL_AUTH_TOKEN_FILE="+tokenAt), p.Cwd, tokenFile, stateMount)
 	js, _ := json.MarshalIndent(spec, "", "  ")
@@ -485,6 +485,14 @@ func TestImageUnderRunc(t *testing.T) {
 		if err != nil || code != 200 || !strings.Contains(string(body), "err") {
 			t.Errorf("stderr of the stdio job: %d %s %v", code, body, err)
 		}
+		// A script with a #! line is executed from the state dir (which
+		// therefore must not be mounted noexec).
+		for _, interp := range []string{"#!/bin/bash\necho shebang=$BASH_VERSION", "#!/usr/bin/env python3\nprint('shebang=python')", "#!/usr/bin/env node\nconsole.log('shebang=node')"} {
+			res, out := runDone(t, b.c, client.RunRequest{Mode: "stdio", Script: interp})
+			if res.ExitCode == nil || *res.ExitCode != 0 || kv(out)["shebang"] == "" {
+				t.Errorf("script %q: %+v %q", interp, res, out)
+			}
+		}
 	})
 
 	t.Run("Landlock denies /tmp and the state dir", func(t *testing.T) {
@@ -597,25 +605,47 @@ func TestImageUnderRunc(t *testing.T) {
 // stop sends SIGTERM to the container and waits until its PID 1 is gone.
 func (b *bundle) stop(t *testing.T) time.Duration {
 	t.Helper()
-	pfd, err := unix.PidfdOpen(b.pid, 0)
+	pfd, err := pidfdOpen(b.pid)
 	if err != nil {
-		t.Fatalf("pidfd of the container's PID 1: %v", err)
+		t.Fatal(err)
 	}
-	defer unix.Close(pfd)
 	sent := time.Now()
 	if out, err := exec.Command("runc", "kill", b.id, "TERM").CombinedOutput(); err != nil {
+		unix.Close(pfd)
 		t.Fatalf("runc kill TERM: %v %s", err, out)
 	}
-	fds := []unix.PollFd{{Fd: int32(pfd), Events: unix.POLLIN}}
+	gone, err := waitPidfd(pfd, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gone.Sub(sent)
+}
+
+func pidfdOpen(pid int) (int, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, fmt.Errorf("pidfd of the container's PID 1 (%d): %w", pid, err)
+	}
+	return fd, nil
+}
+
+// waitPidfd waits until the process of pidfd fd has exited (the pidfd turns
+// readable) and closes fd; it says when.
+func waitPidfd(fd int, limit time.Duration) (time.Time, error) {
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Poll(fds, 10000)
+		n, err := unix.Poll(fds, int(limit/time.Millisecond))
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil || n == 0 {
-			t.Fatalf("the container's PID 1 is still there 10 s after SIGTERM (%v)", err)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("wait for the container's PID 1: %w", err)
 		}
-		return time.Since(sent)
+		if n == 0 {
+			return time.Time{}, fmt.Errorf("the container's PID 1 is still there %v after SIGTERM", limit)
+		}
+		return time.Now(), nil
 	}
 }
 
