@@ -73,71 +73,73 @@ func main() {
 	flag.Var(&o.labels, "label", "config label key=value; repeated")
 	flag.BoolVar(&o.keepSetuid, "keep-setuid", false, "keep setuid and setgid bits")
 	flag.Parse()
-	if err := run(o); err != nil {
+	dig, err := run(o)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "ocibuild:", err)
 		os.Exit(1)
 	}
+	fmt.Println(dig)
 }
 
-func run(o options) error {
+// run writes what o asks for and returns the image's manifest digest.
+func run(o options) (string, error) {
 	switch {
 	case o.root == "":
-		return errors.New("--root is required: the root filesystem to make the layer from")
+		return "", errors.New("--root is required: the root filesystem to make the layer from")
 	case o.epoch < 0:
-		return errors.New("--epoch is required: SOURCE_DATE_EPOCH, e.g. git log -1 --format=%ct")
+		return "", errors.New("--epoch is required: SOURCE_DATE_EPOCH, e.g. git log -1 --format=%ct")
 	case o.layoutDir == "" && o.tarPath == "":
-		return errors.New("give --layout, --tarball or both: nothing would be written")
+		return "", errors.New("give --layout, --tarball or both: nothing would be written")
 	case o.layerPath == "":
-		return errors.New("--layer is required: where the compressed layer is written")
+		return "", errors.New("--layer is required: where the compressed layer is written")
 	}
 	for _, p := range append(append(list{}, o.drop...), o.empty...) {
 		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("pattern %q: %w", p, err)
+			return "", fmt.Errorf("pattern %q: %w", p, err)
 		}
 	}
 	epoch := time.Unix(o.epoch, 0).UTC()
 	entries, err := collect(o)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := writeLayer(o, entries, epoch); err != nil {
-		return err
+		return "", err
 	}
 	img, err := image(o, epoch)
 	if err != nil {
-		return err
+		return "", err
 	}
 	dig, err := img.Digest()
 	if err != nil {
-		return fmt.Errorf("image digest: %w", err)
+		return "", fmt.Errorf("image digest: %w", err)
 	}
 	if o.layoutDir != "" {
 		if err := os.RemoveAll(o.layoutDir); err != nil {
-			return fmt.Errorf("clear %s: %w", o.layoutDir, err)
+			return "", fmt.Errorf("clear %s: %w", o.layoutDir, err)
 		}
 		p, err := layout.Write(o.layoutDir, empty.Index)
 		if err != nil {
-			return fmt.Errorf("write OCI layout %s: %w", o.layoutDir, err)
+			return "", fmt.Errorf("write OCI layout %s: %w", o.layoutDir, err)
 		}
 		tag := o.ref
 		if i := strings.LastIndexByte(tag, ':'); i >= 0 {
 			tag = tag[i+1:]
 		}
 		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
-			return fmt.Errorf("write image to OCI layout %s: %w", o.layoutDir, err)
+			return "", fmt.Errorf("write image to OCI layout %s: %w", o.layoutDir, err)
 		}
 	}
 	if o.tarPath != "" {
 		ref, err := name.NewTag(o.ref)
 		if err != nil {
-			return fmt.Errorf("--ref %q: %w", o.ref, err)
+			return "", fmt.Errorf("--ref %q: %w", o.ref, err)
 		}
 		if err := tarball.WriteToFile(o.tarPath, ref, img); err != nil {
-			return fmt.Errorf("write docker tarball %s: %w", o.tarPath, err)
+			return "", fmt.Errorf("write docker tarball %s: %w", o.tarPath, err)
 		}
 	}
-	fmt.Println(dig.String())
-	return nil
+	return dig.String(), nil
 }
 
 // entry is one path of the layer and where its content comes from.
