@@ -165,7 +165,9 @@ func unpack(t *testing.T, o bundleOpts) *bundle {
 		stateMount = map[string]any{"destination": stateDir, "type": "bind", "source": o.stateHostDir,
 			"options": []string{"rbind", "nosuid", "nodev"}}
 	}
-	spec := hardenedSpec(filepath.Join(src, "rootfs"), append(p.Args, "--require-auth-token", "--verbose"), append(p.Env, "SHELLCTL_AUTH_TOKEN_FILE="+tokenAt), p.Cwd, tokenFile, stateMount)
+	// The token by --token-file here (the docker test gives it by
+	// SHELLCTL_AUTH_TOKEN_FILE).
+	spec := hardenedSpec(filepath.Join(src, "rootfs"), append(p.Args, "--token-file", tokenAt, "--require-auth-token", "--verbose"), p.Env, p.Cwd, tokenFile, stateMount)
 	js, _ := json.MarshalIndent(spec, "", "  ")
 	if err := os.WriteFile(filepath.Join(b.dir, "config.json"), js, 0o600); err != nil {
 		t.Fatal(err)
