@@ -5,7 +5,7 @@ _image_default_goal := $(.DEFAULT_GOAL)
 
 IMAGE_OUT ?= bin/image
 
-.PHONY: image image-repro test-image test-deploy-manifests
+.PHONY: image image-repro test-image
 
 # The Debian root (debootstrap minbase, cached under /var/tmp), the static
 # binaries, one reproducible layer: bin/image/oci, bin/image/shellctl-image.tar.
