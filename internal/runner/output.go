@@ -43,6 +43,7 @@ func (r *Runner) sendSizes() {
 		last = n
 		lastSent = time.Now()
 		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n})
+		r.iw.event() // input-wait: a prompt may have been printed
 	}
 }
 

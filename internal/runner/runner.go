@@ -97,6 +97,7 @@ type Runner struct {
 	ptySlave     *os.File
 	pumpDone     chan struct{} // closed when all output is on disk
 	inputCh      chan []byte
+	iw           inputWait // input-wait (inputwait.go)
 
 	// the cgroup limits asked of prestart, and what the tracker applied
 	limitOpts proctree.Options
@@ -367,6 +368,7 @@ func (r *Runner) reap(sigCh chan os.Signal) {
 			if tr != nil {
 				tr.Notify()
 			}
+			r.iw.event() // input-wait: a child's end may change the foreground
 		}
 	}
 }

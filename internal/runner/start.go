@@ -58,6 +58,7 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	}
 	cfg.TTY = slave.Name()
 	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
+	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
 	// Only the job may hold the terminal's slave side: once it and its
 	// descendants close it, reading the master ends with EIO, which is how
 	// the runner knows the output is complete.
@@ -291,9 +292,11 @@ func (r *Runner) writeInput() {
 	for {
 		select {
 		case b := <-r.inputCh:
+			r.iw.beforeWrite() // input-wait: readers blocked now have not read b
 			if _, err := r.master.Write(b); err != nil {
 				r.log.Warn("write input", "err", err)
 			}
+			r.iw.event()
 		case <-r.done:
 			return
 		}

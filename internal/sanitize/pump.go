@@ -81,12 +81,16 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 	if idle <= 0 {
 		idle = DefaultIdle
 	}
+	fs, _ := w.(FlushSetter)
 	if onWrite != nil {
 		w = countingWriter{w: w, fn: onWrite}
 	}
 	p := &pump{s: New(w), idle: idle}
 	p.timer = time.AfterFunc(time.Hour, p.onIdle)
 	p.timer.Stop()
+	if fs != nil {
+		fs.SetFlush(p.flushNow)
+	}
 
 	buf := make([]byte, readSize)
 	for {
@@ -121,6 +125,25 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 			return cerr
 		}
 	}
+}
+
+// FlushSetter is a writer given to Pump that may want the held partial
+// line written before idle passes: Pump hands it a function that does so
+// at once (a no-op when nothing is held or Pump has returned). The runner
+// calls it when the job's program is blocked reading its terminal, so a
+// prompt is on disk the moment the program waits for its answer.
+type FlushSetter interface {
+	SetFlush(flush func())
+}
+
+// flushNow writes the held partial line now.
+func (p *pump) flushNow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped || !p.s.Pending() {
+		return
+	}
+	p.s.Flush() // an error is kept by the Sanitizer and seen by the next Write
 }
 
 // stop disarms the timer for good; after it returns onIdle writes nothing.

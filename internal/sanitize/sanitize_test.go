@@ -565,3 +565,55 @@ func chunkLens(chunks [][]byte) []int {
 	}
 	return n
 }
+
+// flushBuffer is a syncBuffer that takes Pump's on-demand flush.
+type flushBuffer struct {
+	syncBuffer
+	mu    sync.Mutex
+	flush func()
+}
+
+func (f *flushBuffer) SetFlush(fn func()) {
+	f.mu.Lock()
+	f.flush = fn
+	f.mu.Unlock()
+}
+
+func (f *flushBuffer) flushNow() {
+	f.mu.Lock()
+	fn := f.flush
+	f.mu.Unlock()
+	fn()
+}
+
+// TestPumpFlushOnDemand: a writer that implements FlushSetter can have the
+// held partial line (a prompt) written at once, long before idle passes;
+// after Pump returns the function does nothing.
+func TestPumpFlushOnDemand(t *testing.T) {
+	pr, pw := io.Pipe()
+	out := &flushBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Pump(pr, out, time.Hour, nil) }()
+	pw.Write([]byte("a\nName: "))
+	waitFor(t, &out.syncBuffer, "a\n")
+	// The pump has taken the whole write once Write returned on the pipe,
+	// but may not yet have passed it to the sanitizer: flush until the
+	// prompt shows, each flush writing at once what is held.
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != "a\nName: " {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held prompt was not written by the on-demand flush: %q", out.String())
+		}
+		out.flushNow()
+	}
+	pw.Write([]byte("bob\n"))
+	waitFor(t, &out.syncBuffer, "a\nName: bob\n")
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out.flushNow() // after Pump returned: nothing, and no panic
+	if got := out.String(); got != "a\nName: bob\n" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -1,0 +1,334 @@
+package runner
+
+// Input-wait, the kernel's side: which tasks of the terminal's foreground
+// process group are asleep in a system call that reads the job's terminal,
+// read from /proc (spec/extended-api.md §4). Nothing here guesses from
+// silence: a task counts only when the kernel says it is sleeping (state S)
+// inside read/readv/pread (on a descriptor that is the terminal), or
+// select/poll/epoll (with the terminal among the descriptors it waits to
+// read).
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysKind says how a system call names the descriptors it waits to read.
+type sysKind int
+
+const (
+	sysOther  sysKind = iota
+	sysReadFD         // read, readv, pread64, preadv, preadv2: the fd is the first argument
+	sysSelect         // select, pselect6: nfds, then the address of the read set
+	sysPoll           // poll, ppoll: the address of the pollfd array, then its length
+	sysEpoll          // epoll_wait, epoll_pwait, epoll_pwait2: the epoll fd
+)
+
+// readSyscalls are the numbers of the system calls that wait to read, per
+// architecture (the job runs natively: a 32-bit program on a 64-bit kernel
+// uses other numbers and is not recognised).
+var readSyscalls = map[string]map[int64]sysKind{
+	"amd64": {
+		0: sysReadFD, 17: sysReadFD, 19: sysReadFD, 295: sysReadFD, 327: sysReadFD,
+		23: sysSelect, 270: sysSelect,
+		7: sysPoll, 271: sysPoll,
+		232: sysEpoll, 281: sysEpoll, 441: sysEpoll,
+	},
+	"arm64": {
+		63: sysReadFD, 65: sysReadFD, 67: sysReadFD, 69: sysReadFD, 286: sysReadFD,
+		72: sysSelect,
+		73: sysPoll,
+		22: sysEpoll, 441: sysEpoll,
+	},
+}
+
+// sysCall is one line of /proc/<pid>/task/<tid>/syscall of a task blocked
+// in a system call.
+type sysCall struct {
+	nr   int64
+	args [6]uint64
+}
+
+// parseSyscall reads /proc/…/syscall: "nr arg1 … arg6 sp pc" for a task
+// blocked in a system call; "running" (the task is on a CPU) and
+// "-1 sp pc" (blocked, but not in a system call) are not.
+func parseSyscall(line string) (sysCall, bool) {
+	f := strings.Fields(line)
+	if len(f) < 7 {
+		return sysCall{}, false
+	}
+	nr, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || nr < 0 {
+		return sysCall{}, false
+	}
+	c := sysCall{nr: nr}
+	for i := range c.args {
+		v, err := strconv.ParseUint(strings.TrimPrefix(f[i+1], "0x"), 16, 64)
+		if err != nil {
+			return sysCall{}, false
+		}
+		c.args[i] = v
+	}
+	return c, true
+}
+
+// parseStat reads the state and process group from /proc/…/stat:
+// "pid (comm) S ppid pgrp …", where comm may hold any byte but ends at the
+// line's last ')'.
+func parseStat(b []byte) (state byte, pgrp int, ok bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pgrp, err := strconv.Atoi(f[2])
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pgrp, true
+}
+
+// selectFDs lists the descriptors set in a select read set of nfds bits
+// (an array of longs, little-endian on every architecture here: bit n is
+// bit n%8 of byte n/8).
+func selectFDs(set []byte, nfds int) []int {
+	var fds []int
+	for fd := 0; fd < nfds && fd/8 < len(set); fd++ {
+		if set[fd/8]&(1<<(fd%8)) != 0 {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
+// pollFDs lists the descriptors of a pollfd array (int fd; short events;
+// short revents) that wait for input.
+func pollFDs(raw []byte) []int {
+	var fds []int
+	for len(raw) >= 8 {
+		fd := int32(binary.LittleEndian.Uint32(raw))
+		ev := binary.LittleEndian.Uint16(raw[4:])
+		if fd >= 0 && ev&(unix.POLLIN|pollRdNorm|unix.POLLPRI) != 0 {
+			fds = append(fds, int(fd))
+		}
+		raw = raw[8:]
+	}
+	return fds
+}
+
+// pollRdNorm is POLLRDNORM (as input as POLLIN, for a terminal).
+const pollRdNorm = 0x40
+
+// epollFDs lists the descriptors an epoll instance waits to read, from its
+// /proc/<pid>/fdinfo: lines "tfd: N events: HEX data: …".
+func epollFDs(fdinfo []byte) []int {
+	var fds []int
+	for _, line := range strings.Split(string(fdinfo), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[0] != "tfd:" || f[2] != "events:" {
+			continue
+		}
+		fd, err1 := strconv.Atoi(f[1])
+		ev, err2 := strconv.ParseUint(f[3], 16, 32)
+		if err1 == nil && err2 == nil && ev&(unix.EPOLLIN|unix.EPOLLRDNORM|unix.EPOLLPRI) != 0 {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
+// Bounds on what a check reads of a task's memory: a select set of at most
+// this many descriptors, a poll array of at most this many entries.
+const (
+	maxSelectFDs = 1 << 16
+	maxPollFDs   = 1 << 12
+)
+
+// ttyID names the job's terminal: the device and inode of its slave side
+// (the inode of /dev/pts/N on the job's devpts).
+type ttyID struct{ dev, ino uint64 }
+
+// devTTY is /dev/tty's device number (5, 0): a descriptor opened through it
+// reads the opener's controlling terminal, which for a task of the
+// terminal's foreground group is the job's terminal.
+var devTTY = unix.Mkdev(5, 0)
+
+// procFS reads the /proc files of a check; root is /proc (a fixture in the
+// tests).
+type procFS struct {
+	root string
+	arch string // runtime.GOARCH
+}
+
+func newProcFS() procFS { return procFS{root: "/proc", arch: runtime.GOARCH} }
+
+func (p procFS) task(pid, tid int) string {
+	return p.root + "/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid)
+}
+
+// readSmall reads a small /proc file (one read: they are made whole on
+// open) into buf.
+func readSmall(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Read(buf)
+	if n > 0 {
+		return buf[:n], nil
+	}
+	return nil, err
+}
+
+// isTerminal reports whether descriptor fd of task tid is the job's
+// terminal (or /dev/tty).
+func (p procFS) isTerminal(pid, tid, fd int, tty ttyID) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(p.task(pid, tid)+"/fd/"+strconv.Itoa(fd), &st); err != nil {
+		return false
+	}
+	if uint64(st.Dev) == tty.dev && uint64(st.Ino) == tty.ino {
+		return true
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && uint64(st.Rdev) == devTTY
+}
+
+// waitFDs are the descriptors task tid is blocked waiting to read (nil when
+// it is not blocked in such a call).
+func (p procFS) waitFDs(pid, tid int, buf []byte) []int {
+	b, err := readSmall(p.task(pid, tid)+"/syscall", buf)
+	if err != nil {
+		return nil
+	}
+	c, ok := parseSyscall(string(b))
+	if !ok {
+		return nil
+	}
+	switch readSyscalls[p.arch][c.nr] {
+	case sysReadFD:
+		return []int{int(int32(c.args[0]))}
+	case sysSelect:
+		nfds := int(int32(c.args[0]))
+		if c.args[1] == 0 || nfds <= 0 {
+			return nil
+		}
+		set, ok := p.readMem(pid, c.args[1], (min(nfds, maxSelectFDs)+7)/8)
+		if !ok {
+			return nil
+		}
+		return selectFDs(set, nfds)
+	case sysPoll:
+		n := int(min(c.args[1], maxPollFDs))
+		if c.args[0] == 0 || n == 0 {
+			return nil
+		}
+		raw, ok := p.readMem(pid, c.args[0], 8*n)
+		if !ok {
+			return nil
+		}
+		return pollFDs(raw)
+	case sysEpoll:
+		info, err := os.ReadFile(p.root + "/" + strconv.Itoa(pid) + "/fdinfo/" + strconv.Itoa(int(int32(c.args[0]))))
+		if err != nil {
+			return nil
+		}
+		return epollFDs(info)
+	}
+	return nil
+}
+
+// readMem reads n bytes at addr of process pid's memory.
+func (p procFS) readMem(pid int, addr uint64, n int) ([]byte, bool) {
+	if addr > 1<<62 {
+		return nil, false
+	}
+	f, err := os.Open(p.root + "/" + strconv.Itoa(pid) + "/mem")
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	m, err := f.ReadAt(b, int64(addr))
+	if m != n && err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// blockedReaders lists the tasks of the processes pids that are in process
+// group fg and asleep waiting to read the terminal tty, each with a key
+// that changes whenever the task runs (its /proc schedstat: CPU time and
+// number of times it was scheduled), which tells one blocked read from the
+// next one.
+func (p procFS) blockedReaders(pids []int, fg int, tty ttyID) map[int]string {
+	var out map[int]string
+	buf := make([]byte, 1024)
+	for _, pid := range pids {
+		b, err := readSmall(p.root+"/"+strconv.Itoa(pid)+"/stat", buf)
+		if err != nil {
+			continue
+		}
+		if _, pgrp, ok := parseStat(b); !ok || pgrp != fg {
+			continue
+		}
+		tids, err := os.ReadDir(p.root + "/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			continue
+		}
+		for _, e := range tids {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if key, ok := p.blockedReader(pid, tid, tty, buf); ok {
+				if out == nil {
+					out = map[int]string{}
+				}
+				out[tid] = key
+			}
+		}
+	}
+	return out
+}
+
+// blockedReader reports whether task tid of pid is asleep waiting to read
+// the terminal, and its schedstat key.
+func (p procFS) blockedReader(pid, tid int, tty ttyID, buf []byte) (string, bool) {
+	dir := p.task(pid, tid)
+	// The key first: if the task runs between here and the look at its
+	// state, its next check sees another key (a later read).
+	k, err := readSmall(dir+"/schedstat", buf)
+	if err != nil {
+		return "", false
+	}
+	key := strings.TrimSpace(string(k))
+	b, err := readSmall(dir+"/stat", buf)
+	if err != nil {
+		return "", false
+	}
+	if state, _, ok := parseStat(b); !ok || state != 'S' {
+		return "", false
+	}
+	for _, fd := range p.waitFDs(pid, tid, buf) {
+		if fd >= 0 && p.isTerminal(pid, tid, fd, tty) {
+			// The same key again: the task did not run while it was
+			// looked at, so its state and its system call are of one
+			// and the same sleep.
+			if k, err := readSmall(dir+"/schedstat", buf); err != nil || strings.TrimSpace(string(k)) != key {
+				return "", false
+			}
+			return key, true
+		}
+	}
+	return "", false
+}
