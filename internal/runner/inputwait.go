@@ -101,6 +101,11 @@ func (w *outWriter) SetFlush(flush func()) {
 	w.r.iw.mu.Unlock()
 }
 
+// ObserveRead takes each read of the terminal (sanitize.ReadObserver): the
+// job printed, perhaps a prompt that the sanitizer holds, which no size
+// event announces.
+func (w *outWriter) ObserveRead(int) { w.r.iw.event() }
+
 // event asks for a check soon (non-blocking; coalesced).
 func (iw *inputWait) event() {
 	if !iw.on.Load() {

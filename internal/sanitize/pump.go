@@ -82,6 +82,7 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 		idle = DefaultIdle
 	}
 	fs, _ := w.(FlushSetter)
+	ro, _ := w.(ReadObserver)
 	if onWrite != nil {
 		w = countingWriter{w: w, fn: onWrite}
 	}
@@ -113,6 +114,9 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 				p.stop()
 				return werr
 			}
+			if ro != nil {
+				ro.ObserveRead(n)
+			}
 		}
 		if rerr != nil {
 			p.stop()
@@ -134,6 +138,14 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 // prompt is on disk the moment the program waits for its answer.
 type FlushSetter interface {
 	SetFlush(flush func())
+}
+
+// ReadObserver is a writer given to Pump that wants to know of every read
+// of the input, written or held: Pump calls ObserveRead after the sanitizer
+// took the bytes. The runner takes it as the event "the job printed",
+// which a prompt held as a partial line would otherwise not give.
+type ReadObserver interface {
+	ObserveRead(n int)
 }
 
 // flushNow writes the held partial line now.

@@ -571,12 +571,25 @@ type flushBuffer struct {
 	syncBuffer
 	mu    sync.Mutex
 	flush func()
+	reads int
 }
 
 func (f *flushBuffer) SetFlush(fn func()) {
 	f.mu.Lock()
 	f.flush = fn
 	f.mu.Unlock()
+}
+
+func (f *flushBuffer) ObserveRead(n int) {
+	f.mu.Lock()
+	f.reads += n
+	f.mu.Unlock()
+}
+
+func (f *flushBuffer) readBytes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
 }
 
 func (f *flushBuffer) flushNow() {
@@ -596,6 +609,14 @@ func TestPumpFlushOnDemand(t *testing.T) {
 	go func() { done <- Pump(pr, out, time.Hour, nil) }()
 	pw.Write([]byte("a\nName: "))
 	waitFor(t, &out.syncBuffer, "a\n")
+	// The held prompt was observed as read (ReadObserver), though not
+	// written.
+	for deadline := time.Now().Add(5 * time.Second); out.readBytes() != len("a\nName: "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("ObserveRead counted %d bytes, want %d", out.readBytes(), len("a\nName: "))
+		}
+		time.Sleep(time.Millisecond)
+	}
 	// The pump has taken the whole write once Write returned on the pipe,
 	// but may not yet have passed it to the sanitizer: flush until the
 	// prompt shows, each flush writing at once what is held.
