@@ -141,7 +141,11 @@ func TestInputWaitReaders(t *testing.T) {
 				t.Fatalf("run answered with %s %q (present %v), want 1: output %q", inputWaitHeader, a.header, a.present, a.Output)
 			}
 			if !strings.Contains(a.Output, tc.prompt) {
-				t.Fatalf("the answer that came because the job waits lacks its prompt %q: %q", tc.prompt, a.Output)
+				later := s.iwWait(t, a.JobID, map[string]any{"offset": 0, "timeout": 0})
+				time.Sleep(300 * time.Millisecond)
+				late := s.iwWait(t, a.JobID, map[string]any{"offset": 0, "timeout": 0})
+				t.Fatalf("the answer that came because the job waits (after %v) lacks its prompt %q: %q at offset %d; a look after: %q header %q; 300 ms later %q %q\n%s",
+					a.at.Sub(start), tc.prompt, a.Output, a.Offset, later.Output, later.header, late.Output, late.header, procDump(s.getRecord(t, a.JobID).PID))
 			}
 			if w := s.recordInputWait(t, a.JobID); w == nil || !*w {
 				t.Fatalf("record input_wait = %v, want true", w)
@@ -315,4 +319,35 @@ func TestReturnOnInputWaitLatency(t *testing.T) {
 	if lat[runs-1] > 50*time.Millisecond {
 		t.Fatalf("slowest answer %v after the prompt, want within 50 ms (all: %v)", lat[runs-1], lat)
 	}
+}
+
+// procDump describes pid and its descendants from /proc (a failure's
+// diagnostics).
+func procDump(pid *int) string {
+	if pid == nil {
+		return "no pid"
+	}
+	var b strings.Builder
+	var walk func(p int, depth int)
+	walk = func(p int, depth int) {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", p))
+		fmt.Fprintf(&b, "%s%d stat %q syscall %q\n", strings.Repeat("  ", depth), p, strings.TrimSpace(string(st)), strings.TrimSpace(string(sc)))
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			c, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			cs, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
+			if i := bytes.LastIndexByte(cs, ')'); i > 0 {
+				f := strings.Fields(string(cs[i+1:]))
+				if len(f) > 1 && f[1] == strconv.Itoa(p) {
+					walk(c, depth+1)
+				}
+			}
+		}
+	}
+	walk(*pid, 0)
+	return b.String()
 }

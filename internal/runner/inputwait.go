@@ -30,6 +30,8 @@ package runner
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,15 +67,12 @@ type inputWait struct {
 	written atomic.Int64
 
 	mu    sync.Mutex // one check at a time; guards the rest
-	flush func()     // writes the sanitizer's held line (sanitize.FlushSetter)
+	flush func() bool // writes the sanitizer's held line (sanitize.FlushSetter)
 	stale map[int]string
 	// published is the state as last published: written<<1 | waiting.
 	// Set under mu, read without it (a state message is made under r.mu,
 	// which a check, broadcasting under mu, takes after it).
 	published atomic.Int64
-
-	checks   atomic.Int64 // checks run (for the tests and figures)
-	checkDur atomic.Int64 // their total duration, ns
 }
 
 // watchInputWait starts following the terminal of a pty job, once it is
@@ -95,7 +94,7 @@ func (r *Runner) watchInputWait(master, slave *os.File) {
 }
 
 // SetFlush takes the sanitizer's on-demand flush (sanitize.FlushSetter).
-func (w *outWriter) SetFlush(flush func()) {
+func (w *outWriter) SetFlush(flush func() bool) {
 	w.r.iw.mu.Lock()
 	w.r.iw.flush = flush
 	w.r.iw.mu.Unlock()
@@ -181,17 +180,32 @@ func (iw *inputWait) readersLocked() map[int]string {
 	if fg <= 0 || fg == unix.Getpgrp() {
 		return nil // the job left the terminal, or it gave it back to us
 	}
+	return iw.proc.blockedReaders(iw.pids(), fg, iw.tty)
+}
+
+// pids are the job's processes: its cgroup's cgroup.procs when it has one
+// (one read; a sub-group the job made itself is not looked into), else the
+// tracker's list.
+func (iw *inputWait) pids() []int {
 	iw.r.rmu.Lock()
-	tr := iw.r.tracker
+	tr, path := iw.r.tracker, iw.r.cgroupPath
 	iw.r.rmu.Unlock()
+	if path != "" {
+		if b, err := os.ReadFile(path + "/cgroup.procs"); err == nil {
+			var pids []int
+			for f := range strings.FieldsSeq(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+			return pids
+		}
+	}
 	if tr == nil {
 		return nil
 	}
-	pids, err := tr.Pids()
-	if err != nil {
-		return nil
-	}
-	return iw.proc.blockedReaders(pids, fg, iw.tty)
+	pids, _ := tr.Pids()
+	return pids
 }
 
 func (iw *inputWait) foreground() int {
@@ -210,11 +224,6 @@ func (iw *inputWait) foreground() int {
 
 // lookLocked is one check (see the top of the file).
 func (iw *inputWait) lookLocked() bool {
-	start := time.Now()
-	defer func() {
-		iw.checks.Add(1)
-		iw.checkDur.Add(int64(time.Since(start)))
-	}()
 	select {
 	case <-iw.r.done:
 		return false
@@ -236,10 +245,11 @@ func (iw *inputWait) lookLocked() bool {
 	if iw.inputPending() || iw.outputPending() {
 		return false // each ends in an event or in the series' next check
 	}
-	if iw.flush != nil {
-		iw.flush()
-	}
-	return true
+	// The pump reads the terminal and sanitizes in one hold of its lock,
+	// which flush takes: it writes the held prompt only when nothing the
+	// job wrote is left unread (bytes read but not yet sanitized cannot
+	// slip between the two).
+	return iw.flush != nil && iw.flush()
 }
 
 // outputPending reports whether output of the job is still in the

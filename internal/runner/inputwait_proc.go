@@ -78,23 +78,31 @@ func parseSyscall(line string) (sysCall, bool) {
 	return c, true
 }
 
-// parseStat reads the state and process group from /proc/…/stat:
-// "pid (comm) S ppid pgrp …", where comm may hold any byte but ends at the
+// procStat is what a check reads of /proc/…/stat.
+type procStat struct {
+	state   byte
+	pgrp    int
+	threads int
+}
+
+// parseStat reads /proc/…/stat: "pid (comm) S ppid pgrp … num_threads …"
+// (num_threads is field 20), where comm may hold any byte but ends at the
 // line's last ')'.
-func parseStat(b []byte) (state byte, pgrp int, ok bool) {
+func parseStat(b []byte) (procStat, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return procStat{}, false
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
+	if len(f) < 18 || len(f[0]) != 1 {
+		return procStat{}, false
 	}
-	pgrp, err := strconv.Atoi(f[2])
-	if err != nil {
-		return 0, 0, false
+	pgrp, err1 := strconv.Atoi(f[2])
+	threads, err2 := strconv.Atoi(f[17])
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
 	}
-	return f[0][0], pgrp, true
+	return procStat{state: f[0][0], pgrp: pgrp, threads: threads}, true
 }
 
 // selectFDs lists the descriptors set in a select read set of nfds bits
@@ -203,17 +211,9 @@ func (p procFS) isTerminal(pid, tid, fd int, tty ttyID) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && uint64(st.Rdev) == devTTY
 }
 
-// waitFDs are the descriptors task tid is blocked waiting to read (nil when
-// it is not blocked in such a call).
-func (p procFS) waitFDs(pid, tid int, buf []byte) []int {
-	b, err := readSmall(p.task(pid, tid)+"/syscall", buf)
-	if err != nil {
-		return nil
-	}
-	c, ok := parseSyscall(string(b))
-	if !ok {
-		return nil
-	}
+// callFDs are the descriptors system call c waits to read (nil when it is
+// not such a call).
+func (p procFS) callFDs(pid int, c sysCall) []int {
 	switch readSyscalls[p.arch][c.nr] {
 	case sysReadFD:
 		return []int{int(int32(c.args[0]))}
@@ -270,27 +270,40 @@ func (p procFS) readMem(pid int, addr uint64, n int) ([]byte, bool) {
 // that changes whenever the task runs (its /proc schedstat: CPU time and
 // number of times it was scheduled), which tells one blocked read from the
 // next one.
+//
+// /proc reads cost tens of microseconds each, so a task is first sifted
+// by its process's stat (group, state, threads) and its system call, and
+// only a candidate is confirmed.
 func (p procFS) blockedReaders(pids []int, fg int, tty ttyID) map[int]string {
 	var out map[int]string
 	buf := make([]byte, 1024)
 	for _, pid := range pids {
-		b, err := readSmall(p.root+"/"+strconv.Itoa(pid)+"/stat", buf)
+		dir := p.root + "/" + strconv.Itoa(pid)
+		b, err := readSmall(dir+"/stat", buf)
 		if err != nil {
 			continue
 		}
-		if _, pgrp, ok := parseStat(b); !ok || pgrp != fg {
+		st, ok := parseStat(b)
+		if !ok || st.pgrp != fg {
 			continue
 		}
-		tids, err := os.ReadDir(p.root + "/" + strconv.Itoa(pid) + "/task")
-		if err != nil {
-			continue
-		}
-		for _, e := range tids {
-			tid, err := strconv.Atoi(e.Name())
+		tids := []int{pid}
+		if st.threads != 1 {
+			tids = tids[:0]
+			entries, err := os.ReadDir(dir + "/task")
 			if err != nil {
 				continue
 			}
-			if key, ok := p.blockedReader(pid, tid, tty, buf); ok {
+			for _, e := range entries {
+				if tid, err := strconv.Atoi(e.Name()); err == nil {
+					tids = append(tids, tid)
+				}
+			}
+		} else if st.state != 'S' {
+			continue
+		}
+		for _, tid := range tids {
+			if key, ok := p.blockedReader(pid, tid, tty, buf, st.threads == 1); ok {
 				if out == nil {
 					out = map[int]string{}
 				}
@@ -302,32 +315,60 @@ func (p procFS) blockedReaders(pids []int, fg int, tty ttyID) map[int]string {
 }
 
 // blockedReader reports whether task tid of pid is asleep waiting to read
-// the terminal, and its schedstat key.
-func (p procFS) blockedReader(pid, tid int, tty ttyID, buf []byte) (string, bool) {
+// the terminal, and its schedstat key. sleeping: the task's state was
+// already seen S.
+func (p procFS) blockedReader(pid, tid int, tty ttyID, buf []byte, sleeping bool) (string, bool) {
 	dir := p.task(pid, tid)
-	// The key first: if the task runs between here and the look at its
-	// state, its next check sees another key (a later read).
+	state := func() bool {
+		b, err := readSmall(dir+"/stat", buf)
+		if err != nil {
+			return false
+		}
+		st, ok := parseStat(b)
+		return ok && st.state == 'S'
+	}
+	if !sleeping && !state() {
+		return "", false
+	}
+	call, ok := p.readsTerminal(pid, tid, tty, buf)
+	if !ok {
+		return "", false
+	}
+	// Confirmed between two reads of the task's schedstat: when they are
+	// equal the task did not run meanwhile, so its state (S) and its
+	// system call (the same read of the terminal) are of one sleep.
 	k, err := readSmall(dir+"/schedstat", buf)
 	if err != nil {
 		return "", false
 	}
 	key := strings.TrimSpace(string(k))
-	b, err := readSmall(dir+"/stat", buf)
+	if !state() {
+		return "", false
+	}
+	if again, ok := p.readsTerminal(pid, tid, tty, buf); !ok || again != call {
+		return "", false
+	}
+	if k, err := readSmall(dir+"/schedstat", buf); err != nil || strings.TrimSpace(string(k)) != key {
+		return "", false
+	}
+	return key, true
+}
+
+// readsTerminal reports whether task tid is in a system call that waits to
+// read the terminal, and that call's line.
+func (p procFS) readsTerminal(pid, tid int, tty ttyID, buf []byte) (string, bool) {
+	b, err := readSmall(p.task(pid, tid)+"/syscall", buf)
 	if err != nil {
 		return "", false
 	}
-	if state, _, ok := parseStat(b); !ok || state != 'S' {
+	line := strings.TrimSpace(string(b))
+	c, ok := parseSyscall(line)
+	if !ok {
 		return "", false
 	}
-	for _, fd := range p.waitFDs(pid, tid, buf) {
+	for _, fd := range p.callFDs(pid, c) {
 		if fd >= 0 && p.isTerminal(pid, tid, fd, tty) {
-			// The same key again: the task did not run while it was
-			// looked at, so its state and its system call are of one
-			// and the same sleep.
-			if k, err := readSmall(dir+"/schedstat", buf); err != nil || strings.TrimSpace(string(k)) != key {
-				return "", false
-			}
-			return key, true
+			return line, true
 		}
 	}
 	return "", false

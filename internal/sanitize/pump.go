@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultIdle is how long Pump waits without new input before it writes a
@@ -48,6 +50,7 @@ type pump struct {
 	stopped   bool
 	armed     bool // the timer is set (or onIdle is about to run)
 	timer     *time.Timer
+	rc        syscall.RawConn // the input's descriptor, when read raw (FlushSetter)
 }
 
 // onIdle runs on the timer: it writes the held partial line once idle has
@@ -89,27 +92,33 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 	p := &pump{s: New(w), idle: idle}
 	p.timer = time.AfterFunc(time.Hour, p.onIdle)
 	p.timer.Stop()
+	buf := make([]byte, readSize)
+	read := func() (int, error, error) {
+		n, rerr := r.Read(buf)
+		if n <= 0 {
+			return n, rerr, nil
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return n, rerr, p.take(buf[:n])
+	}
 	if fs != nil {
+		if sc, ok := r.(syscall.Conn); ok {
+			if rc, err := sc.SyscallConn(); err == nil && nonBlocking(rc) {
+				// Read and sanitize under p.mu, so an on-demand flush
+				// never runs while bytes are out of r but not yet in
+				// the sanitizer. (Only a non-blocking descriptor: the
+				// lock is never held while waiting for input.)
+				p.rc = rc
+				read = func() (int, error, error) { return p.rawRead(buf) }
+			}
+		}
 		fs.SetFlush(p.flushNow)
 	}
 
-	buf := make([]byte, readSize)
 	for {
-		n, rerr := r.Read(buf)
+		n, rerr, werr := read()
 		if n > 0 {
-			p.mu.Lock()
-			_, werr := p.s.Write(buf[:n])
-			// The timer is armed when a partial line is first held; while
-			// input keeps coming onIdle re-arms itself from lastInput, so
-			// the hot path costs one clock read, not a timer reset.
-			if p.s.Pending() {
-				p.lastInput = time.Now()
-				if !p.armed {
-					p.armed = true
-					p.timer.Reset(idle)
-				}
-			}
-			p.mu.Unlock()
 			if werr != nil {
 				p.stop()
 				return werr
@@ -131,13 +140,73 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 	}
 }
 
+// nonBlocking reports whether rc's descriptor is in non-blocking mode (an
+// *os.File the runtime polls).
+func nonBlocking(rc syscall.RawConn) bool {
+	nb := false
+	_ = rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		nb = err == nil && fl&unix.O_NONBLOCK != 0
+	})
+	return nb
+}
+
+// take sanitizes one read; p.mu is held.
+func (p *pump) take(b []byte) error {
+	_, werr := p.s.Write(b)
+	// The timer is armed when a partial line is first held; while input
+	// keeps coming onIdle re-arms itself from lastInput, so the hot path
+	// costs one clock read, not a timer reset.
+	if p.s.Pending() {
+		p.lastInput = time.Now()
+		if !p.armed {
+			p.armed = true
+			p.timer.Reset(p.idle)
+		}
+	}
+	return werr
+}
+
+// rawRead reads r's descriptor and sanitizes what it got in one hold of
+// p.mu (waiting for input outside it).
+func (p *pump) rawRead(buf []byte) (n int, rerr, werr error) {
+	err := p.rc.Read(func(fd uintptr) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n, rerr = syscall.Read(int(fd), buf)
+		if rerr == syscall.EAGAIN || rerr == syscall.EINTR {
+			return false
+		}
+		if n > 0 {
+			werr = p.take(buf[:n])
+		}
+		return true
+	})
+	if n < 0 {
+		n = 0
+	}
+	switch {
+	case err != nil:
+		rerr = err
+	case rerr == nil && n == 0:
+		rerr = io.EOF
+	}
+	return n, rerr, werr
+}
+
 // FlushSetter is a writer given to Pump that may want the held partial
 // line written before idle passes: Pump hands it a function that does so
 // at once (a no-op when nothing is held or Pump has returned). The runner
 // calls it when the job's program is blocked reading its terminal, so a
 // prompt is on disk the moment the program waits for its answer.
+//
+// The function reports whether everything the input had to give is
+// written: false when bytes still wait in it (then it writes nothing). It
+// can tell only when the input is a descriptor (an *os.File, such as a
+// pty master), which Pump then reads in the same hold of its lock as it
+// sanitizes: for any other reader it reports true.
 type FlushSetter interface {
-	SetFlush(flush func())
+	SetFlush(flush func() bool)
 }
 
 // ReadObserver is a writer given to Pump that wants to know of every read
@@ -148,14 +217,35 @@ type ReadObserver interface {
 	ObserveRead(n int)
 }
 
-// flushNow writes the held partial line now.
-func (p *pump) flushNow() {
+// flushNow writes the held partial line now, unless input still waits in
+// the descriptor (see FlushSetter).
+func (p *pump) flushNow() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopped || !p.s.Pending() {
-		return
+	if p.stopped {
+		return true
 	}
-	p.s.Flush() // an error is kept by the Sanitizer and seen by the next Write
+	if p.rc != nil {
+		waiting := false
+		_ = p.rc.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			for {
+				n, err := unix.Poll(pfd, 0)
+				if err == unix.EINTR {
+					continue
+				}
+				waiting = err == nil && n > 0 && pfd[0].Revents&unix.POLLIN != 0
+				return
+			}
+		})
+		if waiting {
+			return false
+		}
+	}
+	if p.s.Pending() {
+		p.s.Flush() // an error is kept by the Sanitizer and seen by the next Write
+	}
+	return true
 }
 
 // stop disarms the timer for good; after it returns onIdle writes nothing.

@@ -570,11 +570,11 @@ func chunkLens(chunks [][]byte) []int {
 type flushBuffer struct {
 	syncBuffer
 	mu    sync.Mutex
-	flush func()
+	flush func() bool
 	reads int
 }
 
-func (f *flushBuffer) SetFlush(fn func()) {
+func (f *flushBuffer) SetFlush(fn func() bool) {
 	f.mu.Lock()
 	f.flush = fn
 	f.mu.Unlock()
@@ -592,11 +592,17 @@ func (f *flushBuffer) readBytes() int {
 	return f.reads
 }
 
-func (f *flushBuffer) flushNow() {
+func (f *flushBuffer) hasFlush() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flush != nil
+}
+
+func (f *flushBuffer) flushNow() bool {
 	f.mu.Lock()
 	fn := f.flush
 	f.mu.Unlock()
-	fn()
+	return fn()
 }
 
 // TestPumpFlushOnDemand: a writer that implements FlushSetter can have the
@@ -636,5 +642,44 @@ func TestPumpFlushOnDemand(t *testing.T) {
 	out.flushNow() // after Pump returned: nothing, and no panic
 	if got := out.String(); got != "a\nName: bob\n" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestPumpFlushOnDemandRawFile: with a descriptor as input (an *os.File, as
+// a pty master is), Pump reads it raw under its lock; the on-demand flush
+// writes the held prompt, output is whole and end of file ends Pump.
+func TestPumpFlushOnDemandRawFile(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	out := &flushBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Pump(pr, out, time.Hour, nil) }()
+	pw.Write([]byte("a\nName: "))
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != "a\nName: " {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held prompt was not written by the on-demand flush: %q", out.String())
+		}
+		if out.hasFlush() {
+			out.flushNow()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !out.flushNow() {
+		t.Fatalf("flush reports input waiting in an empty pipe")
+	}
+	pw.Write([]byte("bob\n" + strings.Repeat("x", 100000) + "\n"))
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "a\nName: bob\n"+strings.Repeat("x", 100000)+"\n"; got != want {
+		t.Fatalf("got %d bytes, want %d", len(got), len(want))
+	}
+	if out.readBytes() != len("a\nName: bob\n")+100001 {
+		t.Fatalf("ObserveRead counted %d", out.readBytes())
 	}
 }
