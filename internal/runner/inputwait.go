@@ -66,7 +66,7 @@ type inputWait struct {
 	queued  atomic.Int64
 	written atomic.Int64
 
-	mu    sync.Mutex // one check at a time; guards the rest
+	mu    sync.Mutex  // one check at a time; guards the rest
 	flush func() bool // writes the sanitizer's held line (sanitize.FlushSetter)
 	stale map[int]string
 	// published is the state as last published: written<<1 | waiting.

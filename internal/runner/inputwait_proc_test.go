@@ -28,7 +28,7 @@ func TestParseSyscall(t *testing.T) {
 		{"63 0x3 0xaaaa 0x400 0x0 0x0 0x0 0xffff 0xfffe", true, 63, 3, 0xaaaa},
 		{"running", false, 0, 0, 0},
 		{"-1 0x7ffd5e10 0x7f12ab", false, 0, 0, 0}, // blocked, not in a system call
-		{"0 0x0 0x1", false, 0, 0, 0},               // cut short
+		{"0 0x0 0x1", false, 0, 0, 0},              // cut short
 		{"0 zz 0x1 0x0 0x0 0x0 0x0 0x0 0x0", false, 0, 0, 0},
 		{"", false, 0, 0, 0},
 	} {
