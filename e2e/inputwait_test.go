@@ -313,6 +313,24 @@ func TestReturnOnInputWaitLatency(t *testing.T) {
 		lat = append(lat, a.at.Sub(time.Unix(0, ns)))
 		s.c.Terminate(ctx(t), a.JobID, 0)
 	}
+	// What the look at answer time costs: waits that look once, on a pty
+	// job that waits (the runner is asked) and on a stdio job (it is not).
+	pty := s.iwRun(t, map[string]any{"script": "read x", "timeout": 10, "return_on_input_wait": true})
+	stdio := s.iwRun(t, map[string]any{"script": "sleep 30", "mode": "stdio", "timeout": 0.1})
+	mean := func(id string) time.Duration {
+		const n = 200
+		t0 := time.Now()
+		for range n {
+			s.iwWait(t, id, map[string]any{"offset": 0, "timeout": 0})
+		}
+		return time.Since(t0) / n
+	}
+	mean(pty.JobID) // warm
+	mp, ms := mean(pty.JobID), mean(stdio.JobID)
+	t.Logf("wait with timeout 0: %v on a waiting pty job (asks its runner), %v on a stdio job: the look costs about %v", mp, ms, mp-ms)
+	s.c.Terminate(ctx(t), pty.JobID, 0)
+	s.c.Terminate(ctx(t), stdio.JobID, 0)
+
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	t.Logf("return_on_input_wait latency over %d runs (prompt → answer at the client): p50 %v, p90 %v, max %v",
 		runs, lat[runs/2], lat[runs*9/10], lat[runs-1])

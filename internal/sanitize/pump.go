@@ -173,9 +173,14 @@ func (p *pump) rawRead(buf []byte) (n int, rerr, werr error) {
 	err := p.rc.Read(func(fd uintptr) bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		n, rerr = syscall.Read(int(fd), buf)
-		if rerr == syscall.EAGAIN || rerr == syscall.EINTR {
-			return false
+		for {
+			n, rerr = syscall.Read(int(fd), buf)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			return false // wait for input, outside the lock
 		}
 		if n > 0 {
 			werr = p.take(buf[:n])
