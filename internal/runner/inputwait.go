@@ -84,14 +84,6 @@ func (r *Runner) watchInputWait(master, slave *os.File) {
 		r.log.Warn("input-wait: the job's terminal cannot be identified: input-wait stays false", "err", err)
 		return
 	}
-	// The pump reads the master without blocking, in one hold of its lock
-	// with the sanitizing (see lookLocked). creack/pty's ioctls go through
-	// Fd(), which left the master in blocking mode; Go's poller still has
-	// it, so reads that would block wait there. (resize uses setWinsize,
-	// which keeps it so.)
-	if rc, err := master.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), true) })
-	}
 	iw := &r.iw
 	iw.r, iw.proc, iw.master = r, newProcFS(), master
 	iw.tty = ttyID{dev: uint64(st.Dev), ino: uint64(st.Ino)}
@@ -99,22 +91,6 @@ func (r *Runner) watchInputWait(master, slave *os.File) {
 	iw.on.Store(true)
 	go iw.loop()
 	iw.event() // the job's start
-}
-
-// setWinsize sets the terminal's size through the master's raw descriptor
-// (pty.Setsize would put the master back in blocking mode).
-func setWinsize(master *os.File, cols, rows int) error {
-	rc, err := master.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
-	}); err != nil {
-		return err
-	}
-	return serr
 }
 
 // SetFlush takes the sanitizer's on-demand flush (sanitize.FlushSetter).
@@ -269,10 +245,11 @@ func (iw *inputWait) lookLocked() bool {
 	if iw.inputPending() || iw.outputPending() {
 		return false // each ends in an event or in the series' next check
 	}
-	// The pump reads the terminal and sanitizes in one hold of its lock,
-	// which flush takes: it writes the held prompt only when nothing the
-	// job wrote is left unread (bytes read but not yet sanitized cannot
-	// slip between the two).
+	// flush writes the held prompt only when nothing the job wrote is
+	// left between the terminal and the sanitizer: none unread (a poll of
+	// the master, which moves what is in the terminal's buffers first),
+	// and none read but not yet sanitized (the pump's thread is asleep in
+	// its read of the master: sanitize.FlushSetter).
 	return iw.flush != nil && iw.flush()
 }
 

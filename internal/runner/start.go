@@ -328,7 +328,7 @@ func (r *Runner) resize(cols, rows int) string {
 	if master == nil {
 		return "input_unsupported"
 	}
-	if err := setWinsize(master, cols, rows); err != nil { // input-wait: keeps the master non-blocking
+	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return err.Error()
 	}
 	return ""

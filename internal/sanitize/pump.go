@@ -3,6 +3,10 @@ package sanitize
 import (
 	"errors"
 	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,7 +54,8 @@ type pump struct {
 	stopped   bool
 	armed     bool // the timer is set (or onIdle is about to run)
 	timer     *time.Timer
-	rc        syscall.RawConn // the input's descriptor, when read raw (FlushSetter)
+	rc        syscall.RawConn // the input's descriptor (FlushSetter)
+	tid       int             // the thread that reads rc, when it blocks (FlushSetter)
 }
 
 // onIdle runs on the timer: it writes the held partial line once idle has
@@ -104,13 +109,25 @@ func Pump(r io.Reader, w io.Writer, idle time.Duration, onWrite func(n int)) err
 	}
 	if fs != nil {
 		if sc, ok := r.(syscall.Conn); ok {
-			if rc, err := sc.SyscallConn(); err == nil && nonBlocking(rc) {
-				// Read and sanitize under p.mu, so an on-demand flush
-				// never runs while bytes are out of r but not yet in
-				// the sanitizer. (Only a non-blocking descriptor: the
-				// lock is never held while waiting for input.)
+			if rc, err := sc.SyscallConn(); err == nil {
 				p.rc = rc
-				read = func() (int, error, error) { return p.rawRead(buf) }
+				if nonBlocking(rc) {
+					// Read and sanitize under p.mu, so an on-demand
+					// flush never runs while bytes are out of r but
+					// not yet in the sanitizer. (Only a non-blocking
+					// descriptor: the lock is never held while waiting
+					// for input.)
+					read = func() (int, error, error) { return p.rawRead(buf) }
+				} else {
+					// A blocking descriptor (a pty master that went
+					// through Fd()) is read on this thread, always:
+					// the flush then asks the kernel whether the thread
+					// is blocked in that read, which means nothing is
+					// between r and the sanitizer.
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					p.tid = unix.Gettid()
+				}
 			}
 		}
 		fs.SetFlush(p.flushNow)
@@ -149,6 +166,29 @@ func nonBlocking(rc syscall.RawConn) bool {
 		nb = err == nil && fl&unix.O_NONBLOCK != 0
 	})
 	return nb
+}
+
+// blockedInRead reports whether the pump's thread is asleep in read(2) of
+// the input, from /proc/self/task/<tid>/syscall ("nr fd …"; "running"
+// while it runs). Anything else — running towards its next read, or back
+// from one with bytes and waiting for p.mu, which the caller holds — is a
+// no.
+func (p *pump) blockedInRead() bool {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(p.tid) + "/syscall")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 || f[0] != strconv.Itoa(unix.SYS_READ) {
+		return false
+	}
+	fd, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 32)
+	if err != nil {
+		return false
+	}
+	same := false
+	_ = p.rc.Control(func(cur uintptr) { same = uintptr(fd) == cur })
+	return same
 }
 
 // take sanitizes one read; p.mu is held.
@@ -244,6 +284,9 @@ func (p *pump) flushNow() bool {
 			}
 		})
 		if waiting {
+			return false
+		}
+		if p.tid != 0 && !p.blockedInRead() {
 			return false
 		}
 	}

@@ -683,3 +683,38 @@ func TestPumpFlushOnDemandRawFile(t *testing.T) {
 		t.Fatalf("ObserveRead counted %d", out.readBytes())
 	}
 }
+
+// TestPumpFlushOnDemandBlockingFile: a descriptor in blocking mode (as a
+// pty master is once Fd() was called on it) is read on one thread; the
+// on-demand flush writes the held prompt once that thread is asleep in
+// its read, so nothing can be between the input and the sanitizer.
+func TestPumpFlushOnDemandBlockingFile(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	pr.Fd() // blocking mode from here on
+	out := &flushBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Pump(pr, out, time.Hour, nil) }()
+	pw.Write([]byte("a\nName: "))
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != "a\nName: " {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held prompt was not written by the on-demand flush: %q", out.String())
+		}
+		if out.hasFlush() && out.flushNow() != (out.String() == "a\nName: ") {
+			t.Fatalf("flush reported done but the prompt is not written: %q", out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pw.Write([]byte("bob\n"))
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "a\nName: bob\n" {
+		t.Fatalf("got %q", got)
+	}
+}
