@@ -29,9 +29,8 @@ package runner
 //     job waits carries its prompt.
 
 import (
+	"bytes"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +68,10 @@ type inputWait struct {
 	mu    sync.Mutex  // one check at a time; guards the rest
 	flush func() bool // writes the sanitizer's held line (sanitize.FlushSetter)
 	stale map[int]string
+	// reused by every check, so a check allocates (almost) nothing
+	buf      []byte
+	procsBuf []byte
+	pidBuf   []int
 	// published is the state as last published: written<<1 | waiting.
 	// Set under mu, read without it (a state message is made under r.mu,
 	// which a check, broadcasting under mu, takes after it).
@@ -180,7 +183,41 @@ func (iw *inputWait) readersLocked() map[int]string {
 	if fg <= 0 || fg == unix.Getpgrp() {
 		return nil // the job left the terminal, or it gave it back to us
 	}
-	return iw.proc.blockedReaders(iw.pids(), fg, iw.tty)
+	if iw.buf == nil {
+		iw.buf = make([]byte, 4096)
+	}
+	return iw.proc.blockedReaders(iw.pids(), fg, iw.tty, iw.buf)
+}
+
+// readAll reads a file into iw's growing buffer (cgroup.procs may hold
+// more than one read's worth); mu is held.
+func (iw *inputWait) readAll(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	if iw.procsBuf == nil {
+		iw.procsBuf = make([]byte, 0, 4096)
+	}
+	b := iw.procsBuf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			iw.procsBuf = b
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
 }
 
 // pids are the job's processes: its cgroup's cgroup.procs when it has one
@@ -191,13 +228,14 @@ func (iw *inputWait) pids() []int {
 	tr, path := iw.r.tracker, iw.r.cgroupPath
 	iw.r.rmu.Unlock()
 	if path != "" {
-		if b, err := os.ReadFile(path + "/cgroup.procs"); err == nil {
-			var pids []int
-			for f := range strings.FieldsSeq(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
+		if b, err := iw.readAll(path + "/cgroup.procs"); err == nil {
+			pids := iw.pidBuf[:0]
+			for f := range bytes.FieldsSeq(b) {
+				if pid, ok := atoi(f); ok {
 					pids = append(pids, pid)
 				}
 			}
+			iw.pidBuf = pids
 			return pids
 		}
 	}

@@ -11,6 +11,7 @@ package runner
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -59,17 +60,25 @@ type sysCall struct {
 // blocked in a system call; "running" (the task is on a CPU) and
 // "-1 sp pc" (blocked, but not in a system call) are not.
 func parseSyscall(line string) (sysCall, bool) {
-	f := strings.Fields(line)
-	if len(f) < 7 {
-		return sysCall{}, false
+	// By hand, without allocating: a check reads this for every sleeping
+	// task of the foreground group.
+	field := func() string {
+		line = strings.TrimLeft(line, " \t\n")
+		i := strings.IndexAny(line, " \t\n")
+		if i < 0 {
+			i = len(line)
+		}
+		f := line[:i]
+		line = line[i:]
+		return f
 	}
-	nr, err := strconv.ParseInt(f[0], 10, 64)
+	nr, err := strconv.ParseInt(field(), 10, 64)
 	if err != nil || nr < 0 {
 		return sysCall{}, false
 	}
 	c := sysCall{nr: nr}
 	for i := range c.args {
-		v, err := strconv.ParseUint(strings.TrimPrefix(f[i+1], "0x"), 16, 64)
+		v, err := strconv.ParseUint(strings.TrimPrefix(field(), "0x"), 16, 64)
 		if err != nil {
 			return sysCall{}, false
 		}
@@ -93,16 +102,49 @@ func parseStat(b []byte) (procStat, bool) {
 	if i < 0 {
 		return procStat{}, false
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 18 || len(f[0]) != 1 {
-		return procStat{}, false
+	// Fields 3 (state), 5 (pgrp) and 20 (num_threads), counted from the
+	// one after comm, by hand: no allocation on a check's path.
+	rest := b[i+1:]
+	var f [18][]byte
+	for n := 0; n < len(f); n++ {
+		rest = bytes.TrimLeft(rest, " \t\n")
+		j := bytes.IndexAny(rest, " \t\n")
+		if j < 0 {
+			j = len(rest)
+		}
+		if j == 0 {
+			return procStat{}, false
+		}
+		f[n], rest = rest[:j], rest[j:]
 	}
-	pgrp, err1 := strconv.Atoi(f[2])
-	threads, err2 := strconv.Atoi(f[17])
-	if err1 != nil || err2 != nil {
+	pgrp, ok1 := atoi(f[2])
+	threads, ok2 := atoi(f[17])
+	if len(f[0]) != 1 || !ok1 || !ok2 {
 		return procStat{}, false
 	}
 	return procStat{state: f[0][0], pgrp: pgrp, threads: threads}, true
+}
+
+// atoi reads a decimal number (optionally negative) without allocating.
+func atoi(b []byte) (int, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // selectFDs lists the descriptors set in a select read set of nfds bits
@@ -186,16 +228,25 @@ func (p procFS) task(pid, tid int) string {
 // readSmall reads a small /proc file (one read: they are made whole on
 // open) into buf.
 func readSmall(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
+	// Plain system calls, not an *os.File: no allocation, no poller.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	n, err := f.Read(buf)
-	if n > 0 {
-		return buf[:n], nil
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if n > 0 {
+			return buf[:n], nil
+		}
+		if err == nil {
+			err = io.EOF
+		}
+		return nil, err
 	}
-	return nil, err
 }
 
 // isTerminal reports whether descriptor fd of task tid is the job's
@@ -274,9 +325,8 @@ func (p procFS) readMem(pid int, addr uint64, n int) ([]byte, bool) {
 // /proc reads cost tens of microseconds each, so a task is first sifted
 // by its process's stat (group, state, threads) and its system call, and
 // only a candidate is confirmed.
-func (p procFS) blockedReaders(pids []int, fg int, tty ttyID) map[int]string {
+func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte) map[int]string {
 	var out map[int]string
-	buf := make([]byte, 1024)
 	for _, pid := range pids {
 		dir := p.root + "/" + strconv.Itoa(pid)
 		b, err := readSmall(dir+"/stat", buf)

@@ -217,7 +217,7 @@ func TestBlockedReadersFixture(t *testing.T) {
 	// 111: gone between the listing and the look: no.
 
 	p := procFS{root: f.root, arch: "amd64"}
-	got := p.blockedReaders([]int{100, 101, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112}, fg, f.id())
+	got := p.readers([]int{100, 101, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112}, fg, f.id())
 	want := map[int]string{101: "1000101 20 3", 105: "1000105 20 3", 106: "1000106 20 3", 107: "1000107 20 3", 113: "1000113 20 3"}
 	if _, err := os.Stat("/dev/tty"); err == nil {
 		want[108] = "1000108 20 3"
@@ -230,7 +230,7 @@ func TestBlockedReadersFixture(t *testing.T) {
 	arm := procFS{root: f.root, arch: "arm64"}
 	f.task(120, 120, "S", fg, "63 0x0 0x7ffd 0x1"+rest)
 	f.link("120/task/120/fd/0", f.tty)
-	if got := arm.blockedReaders([]int{101, 120}, fg, f.id()); !reflect.DeepEqual(got, map[int]string{120: "1000120 20 3"}) {
+	if got := arm.readers([]int{101, 120}, fg, f.id()); !reflect.DeepEqual(got, map[int]string{120: "1000120 20 3"}) {
 		t.Fatalf("arm64 blockedReaders = %v, want only 120", got)
 	}
 }
@@ -274,7 +274,7 @@ func TestBlockedReadersRealTerminal(t *testing.T) {
 	cat, catMaster, catTTY := startOnTerminal(t, "cat")
 	sleep, sleepMaster, sleepTTY := startOnTerminal(t, "sleep", "30")
 	pid := cat.Process.Pid
-	look := func() map[int]string { return p.blockedReaders([]int{pid}, pid, catTTY) }
+	look := func() map[int]string { return p.readers([]int{pid}, pid, catTTY) }
 	deadline := time.Now().Add(10 * time.Second)
 	var first string
 	for {
@@ -288,10 +288,10 @@ func TestBlockedReadersRealTerminal(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// The same look against another terminal, or another group: no.
-	if got := p.blockedReaders([]int{pid}, pid, sleepTTY); got != nil {
+	if got := p.readers([]int{pid}, pid, sleepTTY); got != nil {
 		t.Fatalf("cat matched a terminal it does not read: %v", got)
 	}
-	if got := p.blockedReaders([]int{pid}, pid+1, catTTY); got != nil {
+	if got := p.readers([]int{pid}, pid+1, catTTY); got != nil {
 		t.Fatalf("cat matched outside its group: %v", got)
 	}
 	// A line in: cat reads it, writes it back, reads again — another key.
@@ -309,7 +309,7 @@ func TestBlockedReadersRealTerminal(t *testing.T) {
 	}
 	spid := sleep.Process.Pid
 	for range 50 {
-		if got := p.blockedReaders([]int{spid}, spid, sleepTTY); got != nil {
+		if got := p.readers([]int{spid}, spid, sleepTTY); got != nil {
 			t.Fatalf("sleep reported blocked reading its terminal: %v", got)
 		}
 		time.Sleep(time.Millisecond)
@@ -338,4 +338,21 @@ func TestBlockedReadersRealTerminal(t *testing.T) {
 		iw.outputPending()
 	}
 	t.Logf("one look at a job of one process: %v for /proc, %v for the two terminal polls", per, time.Since(start)/n)
+}
+
+func (p procFS) readers(pids []int, fg int, tty ttyID) map[int]string {
+	return p.blockedReaders(pids, fg, tty, make([]byte, 4096))
+}
+
+// TestParsersDoNotAllocate: a check reads stat and syscall of every
+// sleeping task of the foreground group; the parsing allocates nothing.
+func TestParsersDoNotAllocate(t *testing.T) {
+	stat := []byte("4242 (bash) S 4200 4242 4242 34816 4242 4194560 1024 0 0 0 1 0 0 0 20 0 1 0 1787 8908800 1292")
+	line := "0 0x0 0x7ffd5e1c 0x1 0x0 0x0 0x0 0x7ffd5e10 0x7f12ab\n"
+	if n := testing.AllocsPerRun(100, func() {
+		parseStat(stat)
+		parseSyscall(line)
+	}); n != 0 {
+		t.Fatalf("parsing allocates %v times", n)
+	}
 }
