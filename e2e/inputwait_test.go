@@ -9,12 +9,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -372,4 +374,42 @@ func procDump(pid *int) string {
 	}
 	walk(*pid, 0)
 	return b.String()
+}
+
+// TestInputWaitAcrossServerRestart: a server that comes back finds the
+// runner's state in its hello answer: the record says waiting, and a wait
+// asked to return on it answers at once; the request field must be a
+// boolean.
+func TestInputWaitAcrossServerRestart(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	a := s.iwRun(t, map[string]any{"script": "printf 'go? '; read x; echo got:$x", "timeout": 10, "idle_flush_seconds": 25, "return_on_input_wait": true})
+	if a.header != "1" {
+		t.Fatalf("run header %q", a.header)
+	}
+	s.restart(syscall.SIGKILL)
+	if w := s.recordInputWait(t, a.JobID); w == nil || !*w {
+		t.Fatalf("after the restart the record's input_wait is %v, want true", w)
+	}
+	t0 := time.Now()
+	w := s.iwWait(t, a.JobID, map[string]any{"offset": a.Offset, "timeout": 20, "idle_flush_seconds": 25, "return_on_input_wait": true})
+	if d := time.Since(t0); d > 5*time.Second || w.header != "1" {
+		t.Fatalf("wait after the restart answered after %v with header %q", d, w.header)
+	}
+	in := s.iwInput(t, a.JobID, map[string]any{"text": "yes\n", "offset": w.Offset, "timeout": 20, "idle_flush_seconds": 25, "return_on_input_wait": true})
+	if !strings.Contains(in.Output, "got:yes") {
+		t.Fatalf("input after the restart: %q", in.Output)
+	}
+
+	// A value that is not a boolean is refused, naming the field.
+	req, _ := http.NewRequest("POST", s.URL+"/v1/jobs/run", strings.NewReader(`{"script":"true","return_on_input_wait":"yes"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "return_on_input_wait") {
+		t.Fatalf("a string return_on_input_wait = %d %s, want 400 naming the field", resp.StatusCode, body)
+	}
 }
