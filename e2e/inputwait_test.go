@@ -413,3 +413,19 @@ func TestInputWaitAcrossServerRestart(t *testing.T) {
 		t.Fatalf("a string return_on_input_wait = %d %s, want 400 naming the field", resp.StatusCode, body)
 	}
 }
+
+// TestInputWaitAfterSilence: a read that starts after seconds of silence,
+// once a silent command ended (no output, no event of the runner's own),
+// is still seen: the end of a process of the terminal's foreground group
+// is an event.
+func TestInputWaitAfterSilence(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	t0 := time.Now()
+	a := s.iwRun(t, map[string]any{"script": "sleep 2.5; read x", "timeout": 20, "idle_flush_seconds": 25, "return_on_input_wait": true})
+	d := time.Since(t0)
+	if a.header != "1" || a.Done || d > 5*time.Second || d < 2400*time.Millisecond {
+		t.Fatalf("run answered after %v with header %q (done %v), want about 2.5 s and 1", d, a.header, a.Done)
+	}
+	t.Logf("a read after 2.5 s of silence was seen %v after the run", d)
+	s.c.Terminate(ctx(t), a.JobID, 0)
+}

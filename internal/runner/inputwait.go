@@ -72,6 +72,10 @@ type inputWait struct {
 	buf      []byte
 	procsBuf []byte
 	pidBuf   []int
+	// the ends of the foreground group's processes, as events (watchExit)
+	exitEp  *os.File
+	exitFDs map[int]int // pid → pidfd
+	exitOff bool
 	// published is the state as last published: written<<1 | waiting.
 	// Set under mu, read without it (a state message is made under r.mu,
 	// which a check, broadcasting under mu, takes after it).
@@ -186,7 +190,104 @@ func (iw *inputWait) readersLocked() map[int]string {
 	if iw.buf == nil {
 		iw.buf = make([]byte, 4096)
 	}
-	return iw.proc.blockedReaders(iw.pids(), fg, iw.tty, iw.buf)
+	return iw.proc.blockedReaders(iw.pids(), fg, iw.tty, iw.buf, iw.watchExit)
+}
+
+// maxExitWatch bounds the processes whose end is watched at once.
+const maxExitWatch = 64
+
+// watchExit makes the end of process pid of the foreground group an event
+// (a pidfd in an epoll set the runtime's poller waits on): a shell that
+// ran a silent command (sleep 3; read x) reads once that command ended,
+// which is no event of the runner's otherwise (the command is the shell's
+// child, not ours). mu is held.
+func (iw *inputWait) watchExit(pid int) {
+	if _, ok := iw.exitFDs[pid]; ok || len(iw.exitFDs) >= maxExitWatch || iw.exitOff {
+		return
+	}
+	if iw.exitEp == nil {
+		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err == nil {
+			err = unix.SetNonblock(ep, true)
+		}
+		if err != nil {
+			iw.exitOff = true // an old kernel: the other events remain
+			return
+		}
+		iw.exitEp = os.NewFile(uintptr(ep), "input-wait exits")
+		iw.exitFDs = map[int]int{}
+		go iw.waitExits(iw.exitEp)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if err == unix.ENOSYS {
+			iw.exitOff = true
+		}
+		return
+	}
+	rc, err := iw.exitEp.SyscallConn()
+	if err != nil {
+		unix.Close(fd)
+		return
+	}
+	var cerr error
+	_ = rc.Control(func(ep uintptr) {
+		cerr = unix.EpollCtl(int(ep), unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd), Pad: int32(pid)})
+	})
+	if cerr != nil {
+		unix.Close(fd)
+		return
+	}
+	iw.exitFDs[pid] = fd
+}
+
+// waitExits turns the ends of watched processes into events until the
+// epoll set is closed (the job's end).
+func (iw *inputWait) waitExits(ep *os.File) {
+	rc, err := ep.SyscallConn()
+	if err != nil {
+		return
+	}
+	evs := make([]unix.EpollEvent, 16)
+	for {
+		n := 0
+		if err := rc.Read(func(fd uintptr) bool {
+			n, _ = unix.EpollWait(int(fd), evs, 0)
+			return n > 0
+		}); err != nil {
+			return
+		}
+		iw.mu.Lock()
+		if iw.exitEp != ep {
+			iw.mu.Unlock() // closed meanwhile, with every pidfd
+			return
+		}
+		for _, ev := range evs[:n] {
+			if fd, ok := iw.exitFDs[int(ev.Pad)]; ok && fd == int(ev.Fd) {
+				_ = rc.Control(func(efd uintptr) { _ = unix.EpollCtl(int(efd), unix.EPOLL_CTL_DEL, fd, nil) })
+				unix.Close(fd)
+				delete(iw.exitFDs, int(ev.Pad))
+			}
+		}
+		iw.mu.Unlock()
+		iw.event()
+	}
+}
+
+// closeExits ends the watch of process ends.
+func (iw *inputWait) closeExits() {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	if iw.exitEp == nil {
+		return
+	}
+	for _, fd := range iw.exitFDs {
+		unix.Close(fd)
+	}
+	iw.exitFDs = nil
+	iw.exitEp.Close()
+	iw.exitEp = nil
+	iw.exitOff = true
 }
 
 // readAll reads a file into iw's growing buffer (cgroup.procs may hold
@@ -383,6 +484,7 @@ func (iw *inputWait) loop() {
 		select {
 		case <-iw.r.done:
 			t.Stop()
+			iw.closeExits()
 			return
 		case <-iw.kick:
 			events = true

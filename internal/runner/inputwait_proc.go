@@ -325,7 +325,9 @@ func (p procFS) readMem(pid int, addr uint64, n int) ([]byte, bool) {
 // /proc reads cost tens of microseconds each, so a task is first sifted
 // by its process's stat (group, state, threads) and its system call, and
 // only a candidate is confirmed.
-func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte) map[int]string {
+//
+// inGroup, when not nil, is told each process found in group fg.
+func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte, inGroup func(pid int)) map[int]string {
 	var out map[int]string
 	for _, pid := range pids {
 		dir := p.root + "/" + strconv.Itoa(pid)
@@ -336,6 +338,9 @@ func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte) map[in
 		st, ok := parseStat(b)
 		if !ok || st.pgrp != fg {
 			continue
+		}
+		if inGroup != nil {
+			inGroup(pid)
 		}
 		tids := []int{pid}
 		if st.threads != 1 {

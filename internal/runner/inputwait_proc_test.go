@@ -341,7 +341,7 @@ func TestBlockedReadersRealTerminal(t *testing.T) {
 }
 
 func (p procFS) readers(pids []int, fg int, tty ttyID) map[int]string {
-	return p.blockedReaders(pids, fg, tty, make([]byte, 4096))
+	return p.blockedReaders(pids, fg, tty, make([]byte, 4096), nil)
 }
 
 // TestParsersDoNotAllocate: a check reads stat and syscall of every
