@@ -41,7 +41,8 @@ func (s *server) jobFile(t *testing.T, id, name string) []byte {
 }
 
 // readStream reads a stream to its end: the bytes, the events' types in
-// order and the end event.
+// order (runs of one type as one, input_wait left out: see
+// TestStreamInputWait) and the end event.
 func readStream(t *testing.T, st *client.Stream) ([]byte, []string, *client.StreamEvent) {
 	t.Helper()
 	var got bytes.Buffer
@@ -55,7 +56,7 @@ func readStream(t *testing.T, st *client.Stream) ([]byte, []string, *client.Stre
 		if err != nil {
 			t.Fatalf("stream: %v (after %d bytes)", err, got.Len())
 		}
-		if len(types) == 0 || types[len(types)-1] != ev.Type {
+		if ev.Type != client.EventInputWait && (len(types) == 0 || types[len(types)-1] != ev.Type) {
 			types = append(types, ev.Type)
 		}
 		switch ev.Type {
@@ -106,7 +107,7 @@ func TestStreamReassembles(t *testing.T) {
 			}
 			b := sc.Stream(ctx(t), res.JobID, client.StreamOptions{Offset: mid, Resume: true})
 			// Connected while the job runs: its first event says so.
-			if ev, err := b.Next(); err != nil || ev.Type != client.EventState || ev.Status != "running" {
+			if ev, err := b.Next(); err != nil || ev.Type != client.EventState || (ev.Status != "running" && ev.Status != "starting") {
 				t.Fatalf("resumed stream's first event %+v, %v: want state running", ev, err)
 			}
 			tailA, typesA, endA := readStream(t, a)
@@ -426,5 +427,51 @@ func TestStreamSlowReader(t *testing.T) {
 	}
 	if n < 200<<20 {
 		t.Fatalf("the stalled reader got %d bytes of events after the stall, want more than 200 MiB", n)
+	}
+}
+
+// TestStreamInputWait: a pty job's stream says when the job waits for
+// terminal input — after the prompt's bytes — and when it no longer does.
+func TestStreamInputWait(t *testing.T) {
+	s := startServer(t, serverOpts{token: "tok"})
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: `printf 'name? '; read x; echo "got $x"`, Mode: "pty", Timeout: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.streamClient().Stream(ctx(t), res.JobID, client.StreamOptions{})
+	var got bytes.Buffer
+	var waits []bool
+	var atWait string
+	sent := false
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case client.EventOutput:
+			got.Write(ev.Bytes)
+		case client.EventInputWait:
+			waits = append(waits, ev.Waiting)
+			if ev.Waiting && !sent {
+				atWait = got.String()
+				sent = true
+				if _, err := s.c.Input(ctx(t), res.JobID, "bob\n", client.WaitRequest{Offset: 0, Timeout: f64(0)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if !strings.Contains(atWait, "name? ") {
+		t.Fatalf("input_wait true came with %q of output: the prompt must come first", atWait)
+	}
+	if len(waits) < 2 || waits[len(waits)-1] || !slices.Contains(waits, true) {
+		t.Fatalf("input_wait events %v: want false (at connect), true at the prompt, false after", waits)
+	}
+	if !strings.Contains(got.String(), "got bob") || !bytes.Equal(got.Bytes(), s.jobFile(t, res.JobID, "output.log")) {
+		t.Fatalf("output %q", got.String())
 	}
 }

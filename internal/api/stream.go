@@ -145,14 +145,10 @@ func serveStream(ctx context.Context, w http.ResponseWriter, fw follower, off in
 		if err != nil {
 			return err
 		}
-		if st.Status != lastStatus {
+		if lastStatus == "" {
+			// The first event says where the job stands.
 			ev = appendState(ev, st)
 			lastStatus = st.Status
-		}
-		if st.InputWait != nil && (lastWait == nil || *lastWait != *st.InputWait) {
-			ev = appendInputWait(ev, *st.InputWait)
-			v := *st.InputWait
-			lastWait = &v
 		}
 		for off < st.Size {
 			n := int(min(int64(len(buf)), st.Size-off))
@@ -172,6 +168,17 @@ func serveStream(ctx context.Context, w http.ResponseWriter, fw follower, off in
 			if used == 0 {
 				break // an incomplete character at the end: wait for the rest
 			}
+		}
+		// A change is told after the bytes written before it was seen
+		// (the prompt before "waiting", the last output before "exited").
+		if st.Status != lastStatus {
+			ev = appendState(ev, st)
+			lastStatus = st.Status
+		}
+		if st.InputWait != nil && (lastWait == nil || *lastWait != *st.InputWait) {
+			ev = appendInputWait(ev, *st.InputWait)
+			v := *st.InputWait
+			lastWait = &v
 		}
 		if st.Done {
 			end, err := fw.End(ctx)

@@ -177,12 +177,13 @@ func TestStreamEvents(t *testing.T) {
 		got = append(got, b...)
 	}
 	fw.change(func() { fw.data = append(fw.data, '\xe4'); fw.status = "exited"; fw.done = true })
-	if ev := next(t, ch); ev.typ != "state" || !strings.Contains(ev.data, `"exited"`) {
-		t.Fatalf("got %+v, want state exited", ev)
-	}
 	ev = next(t, ch)
 	if off, b := chunkBytes(t, ev); off != int64(len(got)) || string(b) != "\xe4" || !strings.Contains(ev.data, "base64") {
 		t.Fatalf("final incomplete byte: %+v", ev)
+	}
+	// The change after the bytes written before it.
+	if ev := next(t, ch); ev.typ != "state" || !strings.Contains(ev.data, `"exited"`) {
+		t.Fatalf("got %+v, want state exited", ev)
 	}
 	ev = next(t, ch)
 	if ev.typ != "end" || ev.data != fmt.Sprintf(`{"status":"exited","exit_code":0,"signal":null,"reason":"exited","offset":%d}`, len(fw.data)) {
@@ -279,7 +280,10 @@ func TestStreamInputWait(t *testing.T) {
 		t.Fatalf("got %+v, want output (no input_wait while untracked)", ev)
 	}
 	for _, w := range []*bool{&yes, &no} {
-		fw.change(func() { fw.wait = w })
+		fw.change(func() { fw.wait = w; fw.data = append(fw.data, '>') })
+		if ev := next(t, ch); ev.typ != "output" {
+			t.Fatalf("got %+v, want the output (a prompt) before input_wait", ev)
+		}
 		if ev := next(t, ch); ev.typ != "input_wait" || ev.data != fmt.Sprintf(`{"waiting":%v}`, *w) {
 			t.Fatalf("got %+v, want input_wait %v", ev, *w)
 		}

@@ -50,7 +50,7 @@ type FollowState struct {
 	// Size is how far the channel's file may be read now.
 	Size int64
 	// InputWait is whether a pty job waits for terminal input (spec §4);
-	// nil while the job's view does not track it.
+	// nil for stdio jobs and for jobs whose end was recorded before Follow.
 	InputWait *bool
 	// Changed is closed at the job's next change; nil when Done.
 	Changed <-chan struct{}
@@ -127,8 +127,16 @@ func (fw *Follower) State(ctx context.Context) (FollowState, error) {
 }
 
 // inputWaitFlag is where the job's input-wait state (spec §4) reaches
-// streams: nil until the job's live view tracks it. j.mu is held.
-func (j *job) inputWaitFlag() *bool { return nil }
+// streams: whether a pty job waits for terminal input as far as this
+// server knows (inputwait.go; false once it is done), nil for stdio jobs,
+// which have no terminal. j.mu is held.
+func (j *job) inputWaitFlag() *bool {
+	if j.mode != "pty" {
+		return nil
+	}
+	w := j.waitingLocked()
+	return &w
+}
 
 func (fw *Follower) diskSize() int64 {
 	return lsize(filepath.Join(runner.JobDir(fw.s.cfg.StateDir, fw.id), fw.name))

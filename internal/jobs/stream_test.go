@@ -102,3 +102,32 @@ func TestFollowStderrOfPTY(t *testing.T) {
 		t.Fatalf("got %v, want ErrChannelUnsupported", err)
 	}
 }
+
+// TestFollowInputWait: a pty job's follower carries its input-wait state
+// as the runner published it; a stdio job's has none.
+func TestFollowInputWait(t *testing.T) {
+	s, j := liveService(t, "pty")
+	ctx := context.Background()
+	fw, err := s.Follow(ctx, j.id, ChannelOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	st, _ := fw.State(ctx)
+	if st.InputWait == nil || *st.InputWait {
+		t.Fatalf("fresh pty job: input wait %v, want false", st.InputWait)
+	}
+	s.applyInputWait(j, &proto.Msg{T: proto.TInputWait, Waiting: true, Size: 6})
+	if !closedWithin(st.Changed, time.Second) {
+		t.Fatal("an input-wait event did not wake the follower")
+	}
+	if st, _ = fw.State(ctx); st.InputWait == nil || !*st.InputWait || st.Size != 6 {
+		t.Fatalf("after waiting: %+v", st)
+	}
+	s2, j2 := liveService(t, "stdio")
+	fw2, _ := s2.Follow(ctx, j2.id, ChannelOutput)
+	defer fw2.Close()
+	if st, _ := fw2.State(ctx); st.InputWait != nil {
+		t.Fatalf("stdio job: input wait %v, want none", *st.InputWait)
+	}
+}
