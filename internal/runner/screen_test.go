@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
