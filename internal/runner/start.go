@@ -283,12 +283,39 @@ func (r *Runner) drain() {
 			return
 		case <-t.C:
 		}
-		if time.Since(time.Unix(0, r.lastWrite.Load())) >= ptyQuiet || time.Now().After(deadline) {
+		hup, in := masterPending(r.master)
+		if hup {
+			// Every holder closed the terminal: what is left in it is
+			// finite and the pump reaches its end (EIO) after reading
+			// it, however long a loaded machine takes to run the pump.
+			<-r.pumpDone
+			return
+		}
+		quiet := time.Since(time.Unix(0, r.lastWrite.Load())) >= ptyQuiet && !in
+		if quiet || time.Now().After(deadline) {
 			break
 		}
 	}
 	r.master.Close()
 	<-r.pumpDone
+}
+
+// masterPending polls the terminal's master without waiting: hup when no
+// process holds the terminal any more, in when output waits to be read.
+// (Through SyscallConn: Fd would put the master back in blocking mode.)
+func masterPending(master *os.File) (hup, in bool) {
+	sc, err := master.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	_ = sc.Control(func(fd uintptr) {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(pfd, 0); err == nil && n > 0 {
+			hup = pfd[0].Revents&unix.POLLHUP != 0
+			in = pfd[0].Revents&unix.POLLIN != 0
+		}
+	})
+	return hup, in
 }
 
 // writeInput writes queued input to the terminal in order.
