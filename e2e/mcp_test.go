@@ -7,12 +7,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -327,5 +330,55 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 		if _, ok := ids[j.JobID]; !ok {
 			t.Errorf("job %s is not in shell_list", j.JobID)
 		}
+	}
+}
+
+// An MCP client's open event stream (GET /mcp) does not hold the server's
+// stop: serve ends it at shutdown instead of waiting out its 10 s grace.
+func TestMCPStreamDoesNotHoldStop(t *testing.T) {
+	s := startServer(t, serverOpts{token: mcpToken})
+	post := func(sid, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+mcpToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+mcpToken)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != 200 {
+		t.Fatalf("GET /mcp: %d", stream.StatusCode)
+	}
+	t0 := time.Now()
+	s.kill(syscall.SIGTERM)
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("serve took %v to stop with an MCP event stream open, want well under its 10 s shutdown grace", d)
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("serve exited with %d after SIGTERM, want 0", code)
 	}
 }

@@ -17,11 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/api"
-	"github.com/shellctl/shellctl/internal/buildinfo"
-	"github.com/shellctl/shellctl/internal/client"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
-	"github.com/shellctl/shellctl/internal/mcp"
 	"github.com/shellctl/shellctl/internal/metrics"
 	"github.com/shellctl/shellctl/internal/snapshot"
 	"github.com/shellctl/shellctl/internal/statedir"
@@ -225,7 +222,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		maxConns = int(lim / 2)
 	}
 	h.Info = infoFunc(newInfo(&cfg, policy, snapTimeout, maxConns, started), st)
-	h.MCP = mcpHandler(h, cfg.Token, log)
+	mcpStop := make(chan struct{})
+	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
 	ll := newLimitListener(ln, maxConns)
 	s := &Server{cfg: cfg, st: st, jobs: svc, ln: ll, http: &http.Server{
 		Handler:           trackRequests(h),
@@ -234,6 +232,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
+	s.http.RegisterOnShutdown(func() { close(mcpStop) })
 	if cfg.Token == "" {
 		log.Warn("no auth token configured: every client on this address can run commands")
 	}
@@ -290,18 +289,6 @@ func fdLimit() uint64 {
 		return 0
 	}
 	return rl.Cur
-}
-
-// mcpSessionTimeout closes MCP sessions idle this long (their jobs go on).
-const mcpSessionTimeout = 30 * time.Minute
-
-// mcpHandler is /mcp: the MCP tools over the API's own handler, called in
-// process (no socket, the same validation, logs and metrics as /v1); the
-// outer /mcp request has passed the token check already, and the inner
-// calls carry it too.
-func mcpHandler(h *api.Server, token string, log *slog.Logger) http.Handler {
-	c := &client.Client{BaseURL: "http://in-process", Token: token, HTTP: &http.Client{Transport: mcp.InProcess(h)}}
-	return mcp.New(mcp.ClientJobs{C: c}, mcp.Options{Version: buildinfo.Get().Version, Logger: log}).HTTPHandler(mcpSessionTimeout)
 }
 
 // trackRequests tells the connection limiter which connections have a
