@@ -65,6 +65,12 @@ func schemaFor[T any](adjust func(p map[string]*jsonschema.Schema)) *jsonschema.
 	if err != nil {
 		panic(err)
 	}
+	// An optional field is left out, not null: its type says what to give.
+	for _, p := range sc.Properties {
+		if len(p.Types) == 2 && p.Types[0] == "null" {
+			p.Type, p.Types = p.Types[1], nil
+		}
+	}
 	if adjust != nil {
 		adjust(sc.Properties)
 	}
