@@ -30,25 +30,9 @@ func mcpCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			server, _ := cmd.Flags().GetString("server")
 			token, _ := cmd.Flags().GetString("auth-token")
-			if token != "" && tokenFile != "" {
-				return &usageError{"--auth-token and --token-file are both given: pass one of them (--token-file keeps the token out of /proc)"}
-			}
-			what, path := "--token-file", tokenFile
-			if path == "" && token == "" {
-				what, path = envTokenFile, os.Getenv(envTokenFile)
-			}
-			if token == "" && path != "" {
-				tok, note, err := readTokenFile(path, what)
-				if err != nil {
-					return err
-				}
-				if note != "" {
-					fmt.Fprintln(os.Stderr, "shellctl mcp:", note)
-				}
-				token = tok
-			}
-			if token == "" {
-				token = os.Getenv(envToken)
+			token, err := mcpToken(token, tokenFile, os.Getenv)
+			if err != nil {
+				return err
 			}
 			if outputCap < 1 || outputCap > 524288 {
 				return &usageError{fmt.Sprintf("--output-cap %d is not within 1..524288 bytes", outputCap)}
@@ -62,4 +46,31 @@ func mcpCmd() *cobra.Command {
 	c.Flags().StringVar(&tokenFile, "token-file", "", "read the bearer token from this file (default $SHELLCTL_AUTH_TOKEN_FILE; else --auth-token, $SHELLCTL_AUTH_TOKEN)")
 	c.Flags().IntVar(&outputCap, "output-cap", mcp.DefaultOutputCap, "most output bytes one tool answer carries (the rest is read by shell_wait)")
 	return c
+}
+
+// mcpToken picks the token `shellctl mcp` sends, first match wins:
+// --auth-token, --token-file, $SHELLCTL_AUTH_TOKEN_FILE, $SHELLCTL_AUTH_TOKEN.
+// Both flags at once is a usage error.
+func mcpToken(flagToken, flagFile string, getenv func(string) string) (string, error) {
+	if flagToken != "" && flagFile != "" {
+		return "", &usageError{"--auth-token and --token-file are both given: pass one of them (--token-file keeps the token out of /proc)"}
+	}
+	if flagToken != "" {
+		return flagToken, nil
+	}
+	what, path := "--token-file", flagFile
+	if path == "" {
+		what, path = envTokenFile, getenv(envTokenFile)
+	}
+	if path != "" {
+		tok, note, err := readTokenFile(path, what)
+		if err != nil {
+			return "", err
+		}
+		if note != "" {
+			fmt.Fprintln(os.Stderr, "shellctl mcp:", note)
+		}
+		return tok, nil
+	}
+	return getenv(envToken), nil
 }
