@@ -215,9 +215,41 @@ func TestKeyBytes(t *testing.T) {
 }
 
 func TestCleanOutput(t *testing.T) {
-	in := "\x1b[1;31mred\x1b[0m\r\nnext\x1b]0;title\x07 line\r\n\x1b(Bplain\rover"
-	if got, want := cleanOutput(in), "red\nnext line\nplain\rover"; got != want {
-		t.Errorf("cleanOutput = %q, want %q", got, want)
+	for _, c := range []struct {
+		in, want string
+		held     int
+	}{
+		{"\x1b[1;31mred\x1b[0m\r\nnext\x1b]0;title\x07 line\r\n\x1b(Bplain\rover", "red\nnext line\nplain\rover", 0},
+		{"ok\x1b[3", "ok", 3},
+		{"ok\x1b", "ok", 1},
+		{"line\r", "line", 1},
+		{"t\x1b]0;ti", "t", 6},
+		{"plain", "plain", 0},
+	} {
+		got, held := cleanOutput(c.in)
+		if got != c.want || held != c.held {
+			t.Errorf("cleanOutput(%q) = %q, %d; want %q, %d", c.in, got, held, c.want, c.held)
+		}
+	}
+}
+
+// A control sequence cut by the window is left for the next answer (the
+// cursor stops before it), not shown in pieces; a finished job's is shown.
+func TestHeldSequence(t *testing.T) {
+	f := &fakeJobs{output: "ab\x1b[31mc"}
+	s := New(f, Options{OutputCap: 6})
+	cs := connect(t, s)
+	_, a := callTool(t, cs, "shell_run", map[string]any{"script": "x"})
+	_, b := callTool(t, cs, "shell_wait", map[string]any{"job_id": fakeID})
+	if a.Output != "ab" || b.Output != "c" || f.waits[0].Offset != 2 {
+		t.Errorf("answers %q then %q (wait from %d), want \"ab\" then \"c\" from 2", a.Output, b.Output, f.waits[0].Offset)
+	}
+	// At the end of what is written, an unfinished "\r" is shown and read.
+	f.output += "50%\r"
+	_, c := callTool(t, cs, "shell_wait", map[string]any{"job_id": fakeID})
+	callTool(t, cs, "shell_wait", map[string]any{"job_id": fakeID})
+	if c.Output != "50%\r" || f.waits[2].Offset != int64(len(f.output)) {
+		t.Errorf("answer %q, next wait from %d; want \"50%%\\r\" and %d", c.Output, f.waits[2].Offset, len(f.output))
 	}
 }
 

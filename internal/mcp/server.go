@@ -213,8 +213,16 @@ type Answer struct {
 
 // answer turns a window into an Answer, moving the session's cursor.
 func (s *Server) answer(st *session, w *Window) (*sdk.CallToolResult, Answer) {
-	st.advance(w.JobID, w.Offset)
-	a := Answer{JobID: w.JobID, Status: w.Status, Done: w.Done, ExitCode: w.ExitCode, Output: cleanOutput(w.Output),
+	out, held := cleanOutput(w.Output)
+	if !w.Truncated {
+		// A sequence cut by the cap is finished by the next window, which
+		// is already written: it waits for it. Otherwise nothing may come
+		// soon (a progress line ending in "\r"), and holding it back would
+		// make the next wait answer at once with nothing new: it is shown.
+		out, held = out+w.Output[len(w.Output)-held:], 0
+	}
+	st.advance(w.JobID, w.Offset-int64(held))
+	a := Answer{JobID: w.JobID, Status: w.Status, Done: w.Done, ExitCode: w.ExitCode, Output: out,
 		MoreOutput: w.Truncated, InputWait: w.InputWait}
 	var notes []string
 	if w.Truncated {
