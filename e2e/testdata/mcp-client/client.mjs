@@ -89,6 +89,17 @@ async function main() {
   s.badKey = await call(client, "shell_input", { job_id: pid, keys: ["Hyper"] });
 
   s.list = await call(client, "shell_list", {});
+
+  // How long a short job takes through the whole chain, client to client.
+  const ms = [];
+  for (let i = 0; i < cfg.timedRuns; i++) {
+    const t0 = performance.now();
+    const r = await call(client, "shell_run", { script: "true" });
+    ms.push(performance.now() - t0);
+    if (r.isError || !r.data.done) throw new Error("timed run: " + r.text);
+  }
+  ms.sort((a, b) => a - b);
+  report.runMs = { min: ms[0], p50: ms[Math.floor(ms.length / 2)], max: ms[ms.length - 1] };
   await client.close();
 }
 
