@@ -297,4 +297,11 @@ func TestClientJobsInProcess(t *testing.T) {
 	if w, err := j.Wait(context.Background(), fakeID, WaitRequest{}); err != nil || w.InputWait == nil || !*w.InputWait {
 		t.Errorf("over HTTP: %+v, %v", w, err)
 	}
+	// No server there: the model is told what to check.
+	srv.Close()
+	cs := connect(t, New(j, Options{}))
+	res, _ := callTool(t, cs, "shell_wait", map[string]any{"job_id": fakeID})
+	if !res.IsError || !strings.Contains(text(res), "cannot reach the shellctl server") {
+		t.Errorf("server gone: %v %q", res.IsError, text(res))
+	}
 }

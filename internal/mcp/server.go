@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -264,6 +265,10 @@ func toolError(err error) error {
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("the call was cancelled: %w", err)
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return fmt.Errorf("cannot reach the shellctl server (is `shellctl serve` running at the address given to --server?): %w", err)
 		}
 		return fmt.Errorf("shellctl server: %w", err)
 	}
