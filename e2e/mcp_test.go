@@ -256,6 +256,12 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 		t.Errorf("shell_input repeats output the session has read already: %q", in.Output)
 	}
 	stat := st.PromptStatus.answer(t, "shell_status")
+	// A server that detects input-wait (extended-api.md §4) says so in a
+	// pty job's record (a bool, not null); then the prompt must have been
+	// reported as one.
+	if stat.InputWait != nil && (run.InputWait == nil || !*run.InputWait) {
+		t.Errorf("the server detects input-wait, but shell_run of a prompt answered input_wait %v", run.InputWait)
+	}
 	if stat.JobID != run.JobID || stat.ExitCode == nil || *stat.ExitCode != 0 || !strings.HasPrefix(stat.SessionID, "mcp-") ||
 		stat.UnreadBytes == nil || *stat.UnreadBytes != 0 {
 		t.Errorf("shell_status: %s", st.PromptStatus.Data)
