@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -204,13 +205,16 @@ func TestInputKeysAndSignal(t *testing.T) {
 }
 
 func TestKeyBytes(t *testing.T) {
-	for name, want := range map[string]string{"Enter": "\r", "esc": "\x1b", "C-a": "\x01", "ctrl-z": "\x1a", "^D": "\x04", "C-\\": "\x1c", "PageDown": "\x1b[6~"} {
+	for name, want := range map[string]string{"Enter": "\r", "esc": "\x1b", "C-a": "\x01", "ctrl-z": "\x1a", "^D": "\x04", "C-\\": "\x1c",
+		"PageDown": "\x1b[6~", "up": "\x1b[A", "f5": "\x1b[15~", "q": "q", "M-b": "\x1bb", "alt-f": "\x1bf", "BTab": "\x1b[Z"} {
 		if got, err := keyBytes(name); err != nil || got != want {
 			t.Errorf("keyBytes(%q) = %q, %v; want %q", name, got, err, want)
 		}
 	}
-	if _, err := keyBytes("C-1"); err == nil || !strings.Contains(err.Error(), "Enter") {
-		t.Errorf("keyBytes(C-1): %v, want an error listing the keys", err)
+	for _, bad := range []string{"C-1", "Hyper", "F13", ""} {
+		if _, err := keyBytes(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("keyBytes(%q): %v, want an error naming it", bad, err)
+		}
 	}
 }
 
