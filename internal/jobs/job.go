@@ -42,6 +42,18 @@ type job struct {
 	lastGrow  time.Time
 	changed   chan struct{}
 
+	// stream (issue 14 §1): stderr.log's size as the runner announced it
+	// (stdio jobs), so streams of the stderr channel wake on its growth.
+	errSize int64
+
+	// input-wait (spec/extended-api.md §4; inputwait.go): the runner's
+	// last word on whether the job's foreground process is blocked
+	// reading its terminal, and how many inputs it had written then;
+	// inputSent is the number of the last input it acknowledged.
+	inputWait    bool
+	inputWaitSeq int64
+	inputSent    int64
+
 	conn    *proto.Conn
 	inputMu sync.Mutex // one input's pieces at a time
 	nextID  int64
@@ -114,6 +126,8 @@ func (s *Service) follow(j *job, c *proto.Conn) {
 		case proto.TExit:
 			s.applyExit(j, c, m)
 			return
+		case proto.TInputWait:
+			s.applyInputWait(j, m)
 		case proto.TAck:
 			j.deliver(m)
 		}
@@ -139,6 +153,9 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 		j.size = m.Size
 		j.lastGrow = time.Now()
 	}
+	if m.ErrSize > j.errSize {
+		j.errSize = m.ErrSize
+	}
 	becameRunning := false
 	if m.PID != 0 {
 		j.pid = m.PID
@@ -154,6 +171,9 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	}
 	if m.Isolation != "" {
 		j.isolation = m.Isolation
+	}
+	if m.T == proto.TState {
+		j.inputWait, j.inputWaitSeq = m.Waiting, m.InputSeq // input-wait
 	}
 	if m.PID != 0 && (j.status == store.StatusCreated || j.status == store.StatusStarting) && (m.Status == store.StatusRunning || m.T == proto.TRunning) {
 		j.status = store.StatusRunning

@@ -77,6 +77,7 @@ type Runner struct {
 	ladder      chan struct{}
 
 	size      atomic.Int64
+	errSize   atomic.Int64 // stderr.log's size (stdio jobs), announced with size
 	sizeCh    chan struct{}
 	lastWrite atomic.Int64  // unix ns of the last output write
 	done      chan struct{} // closed when exit is set
@@ -98,6 +99,7 @@ type Runner struct {
 	pumpDone     chan struct{} // closed when all output is on disk
 	screen       *screenFeed   // pty: the job's screen (screen.go), set under mu
 	inputCh      chan []byte
+	iw           inputWait // input-wait (inputwait.go)
 
 	// the cgroup limits asked of prestart, and what the tracker applied
 	limitOpts proctree.Options
@@ -368,6 +370,7 @@ func (r *Runner) reap(sigCh chan os.Signal) {
 			if tr != nil {
 				tr.Notify()
 			}
+			r.iw.event() // input-wait: a child's end may change the foreground
 		}
 	}
 }

@@ -58,6 +58,7 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	}
 	cfg.TTY = slave.Name()
 	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
+	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
 	// Only the job may hold the terminal's slave side: once it and its
 	// descendants close it, reading the master ends with EIO, which is how
 	// the runner knows the output is complete.
@@ -71,10 +72,12 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	r.master = master
 	r.mu.Unlock()
 	r.pumpDone = make(chan struct{})
-	src := r.startScreen(master) // screen.go
+	// The pump reads the master itself (the input-wait flush needs the
+	// descriptor); the raw bytes reach the screen through w.ObserveRead.
+	w.screen = r.startScreen() // screen.go
 	go func() {
 		defer close(r.pumpDone)
-		if err := sanitize.Pump(src, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
+		if err := sanitize.Pump(master, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
 			r.log.Warn("copy terminal output", "err", err)
 		}
 		r.saveScreen()
@@ -132,7 +135,7 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 		defer errLog.Close()
 		// A write error (disk full) drops the rest rather than stop
 		// draining: the job must never block on a full stderr pipe.
-		_, _ = io.CopyBuffer(droppingWriter{errLog}, errR, make([]byte, 64<<10))
+		_, _ = io.CopyBuffer(&droppingWriter{&errCounter{r: r, w: errLog}}, errR, make([]byte, 64<<10))
 	}()
 	go func() {
 		defer close(r.pumpDone)
@@ -293,9 +296,11 @@ func (r *Runner) writeInput() {
 	for {
 		select {
 		case b := <-r.inputCh:
+			r.iw.beforeWrite() // input-wait: readers blocked now have not read b
 			if _, err := r.master.Write(b); err != nil {
 				r.log.Warn("write input", "err", err)
 			}
+			r.iw.event()
 		case <-r.done:
 			return
 		}
@@ -448,7 +453,7 @@ func (r *Runner) startStage() error {
 // a reader that must never stop draining (a job's stderr pipe) uses it.
 type droppingWriter struct{ w io.Writer }
 
-func (d droppingWriter) Write(p []byte) (int, error) {
+func (d *droppingWriter) Write(p []byte) (int, error) {
 	if d.w != nil {
 		if _, err := d.w.Write(p); err != nil {
 			d.w = nil
