@@ -134,9 +134,10 @@ func (r mcpResult) answer(t *testing.T, step string) mcpAnswer {
 }
 
 type mcpReport struct {
-	Fatal          string `json:"fatal"`
-	NoTokenStatus  int    `json:"noTokenStatus"`
-	NoTokenConnect string `json:"noTokenConnect"`
+	Fatal          string  `json:"fatal"`
+	NoTokenStatus  int     `json:"noTokenStatus"`
+	NoTokenConnect string  `json:"noTokenConnect"`
+	PromptRunMs    float64 `json:"promptRunMs"`
 	RunMs          struct {
 		Min, P50, Max float64
 	} `json:"runMs"`
@@ -262,6 +263,12 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 	if stat.InputWait != nil && (run.InputWait == nil || !*run.InputWait) {
 		t.Errorf("the server detects input-wait, but shell_run of a prompt answered input_wait %v", run.InputWait)
 	}
+	// And the answer came as the prompt blocked, not after the second of
+	// silence that ends a wait otherwise (return_on_input_wait).
+	if stat.InputWait != nil && rep.PromptRunMs >= 800 {
+		t.Errorf("shell_run of a prompt answered after %.0f ms, want it as soon as the job waits for input (well under the 1 s idle flush)", rep.PromptRunMs)
+	}
+	t.Logf("shell_run of a prompt answered in %.1f ms (input_wait %v)", rep.PromptRunMs, run.InputWait != nil && *run.InputWait)
 	if stat.JobID != run.JobID || stat.ExitCode == nil || *stat.ExitCode != 0 || !strings.HasPrefix(stat.SessionID, "mcp-") ||
 		stat.UnreadBytes == nil || *stat.UnreadBytes != 0 {
 		t.Errorf("shell_status: %s", st.PromptStatus.Data)

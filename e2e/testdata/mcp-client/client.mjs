@@ -57,7 +57,9 @@ async function main() {
 
   // A prompt, then the answer to it.
   const s = report.steps;
+  const p0 = performance.now();
   s.promptRun = await call(client, "shell_run", { script: "printf 'name? '; read n; echo hi $n", timeout_seconds: 20 });
+  report.promptRunMs = performance.now() - p0;
   const pid = s.promptRun.data && s.promptRun.data.job_id;
   s.promptInput = await call(client, "shell_input", { job_id: pid, text: "ada", keys: ["Enter"], timeout_seconds: 10 });
   s.promptWait = s.promptInput.data && s.promptInput.data.done ? s.promptInput : await call(client, "shell_wait", { job_id: pid, timeout_seconds: 10 });
