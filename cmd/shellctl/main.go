@@ -29,6 +29,7 @@ func main() {
 	}
 	root.AddCommand(serveCmd())
 	addClientCommands(root)
+	root.AddCommand(mcpCmd()) // cmd/shellctl/mcp.go
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "shellctl:", err)
 		var ue *usageError

@@ -42,6 +42,8 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Info answers GET /v1/info (nil: 404).
 	Info func(context.Context) (any, error)
+	// MCP serves /mcp, the MCP Streamable HTTP transport (nil: 404).
+	MCP http.Handler
 
 	budgetOnce sync.Once
 	sem        *semaphore.Weighted
@@ -150,12 +152,20 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
-	if path != "/metrics" && !strings.HasPrefix(path, "/v1/") {
+	if path != "/metrics" && path != "/mcp" && !strings.HasPrefix(path, "/v1/") {
 		notFound(w, r)
 		return
 	}
 	if !s.Authorized(r) {
 		httperr.Write(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+		return
+	}
+	if path == "/mcp" { // MCP (internal/mcp): behind the token like every route
+		if s.MCP == nil {
+			notFound(w, r)
+			return
+		}
+		s.MCP.ServeHTTP(w, r)
 		return
 	}
 	if path == "/metrics" {

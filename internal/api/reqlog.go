@@ -49,7 +49,7 @@ func requestID(given string) string {
 // shape of one.
 func routePattern(path string) (pattern, job string) {
 	switch path {
-	case "/healthz", "/metrics", "/v1/info", "/v1/jobs", "/v1/jobs/run", "/v1/snapshot/save", "/v1/snapshot/restore":
+	case "/healthz", "/metrics", "/mcp", "/v1/info", "/v1/jobs", "/v1/jobs/run", "/v1/snapshot/save", "/v1/snapshot/restore":
 		return path, ""
 	}
 	if !strings.HasPrefix(path, "/v1/jobs/") {

@@ -222,6 +222,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		maxConns = int(lim / 2)
 	}
 	h.Info = infoFunc(newInfo(&cfg, policy, snapTimeout, maxConns, started), st)
+	mcpStop := make(chan struct{})
+	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
 	ll := newLimitListener(ln, maxConns)
 	s := &Server{cfg: cfg, st: st, jobs: svc, ln: ll, http: &http.Server{
 		Handler:           trackRequests(h),
@@ -231,6 +233,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
 	s.http.RegisterOnShutdown(h.StopStreams) // streams end at once; clients resume
+	s.http.RegisterOnShutdown(func() { close(mcpStop) })
 	if cfg.Token == "" {
 		log.Warn("no auth token configured: every client on this address can run commands")
 	}

@@ -1,0 +1,406 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The MCP server (internal/mcp) driven by a client no one here wrote: the
+// reference TypeScript SDK, installed with npm ci from the lockfile in
+// testdata/mcp-client, over both transports: `shellctl mcp` (stdio) and
+// POST/GET /mcp on serve (Streamable HTTP).
+
+const mcpToken = "mcp-e2e-token"
+
+// mcpLongLines makes a long output (seq 1 N): about 170 KB, more than ten
+// answers at the 16 KiB cap.
+const mcpLongLines = 30000
+
+// mcpTimedRuns short jobs are timed through the whole chain (logged).
+const mcpTimedRuns = 20
+
+// mcpClientDir installs the client's packages once per lockfile, in the
+// user's cache dir (outside the repository), and returns where the client
+// script runs from. It skips the test where npm or node is missing.
+func mcpClientDir(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"npm", "node"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not on PATH: the MCP test drives the server with the TypeScript SDK, installed by npm (install Node.js and npm to run it)", tool)
+		}
+	}
+	src := filepath.Join("testdata", "mcp-client")
+	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := os.ReadFile(filepath.Join(src, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(append(append([]byte{}, pkg...), lock...))
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "shellctl-e2e", "mcp-client-"+hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		// Installed beside, then renamed in place: a run cut short leaves
+		// no half-installed dir behind for the next.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		for name, b := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
+			if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
+		cmd.Dir = tmp
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci of testdata/mcp-client: %v\n%s", err, out)
+		}
+		if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+			if _, serr := os.Stat(dir); serr != nil {
+				t.Fatalf("install the MCP client: %v", err)
+			}
+		}
+	}
+	script, err := os.ReadFile(filepath.Join(src, "client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The script sits beside its node_modules, so its imports resolve.
+	ssum := sha256.Sum256(script)
+	name := "client-" + hex.EncodeToString(ssum[:6]) + ".mjs"
+	if err := os.WriteFile(filepath.Join(dir, name), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// mcpResult is one tools/call answer as the client saw it.
+type mcpResult struct {
+	IsError bool            `json:"isError"`
+	Text    string          `json:"text"`
+	Data    json.RawMessage `json:"data"`
+}
+
+type mcpAnswer struct {
+	JobID       string `json:"job_id"`
+	Status      string `json:"status"`
+	Done        bool   `json:"done"`
+	ExitCode    *int   `json:"exit_code"`
+	Output      string `json:"output"`
+	MoreOutput  bool   `json:"more_output_pending"`
+	InputWait   *bool  `json:"input_wait"`
+	Note        string `json:"note"`
+	SessionID   string `json:"session_id"`   // shell_status
+	UnreadBytes *int64 `json:"unread_bytes"` // shell_status
+}
+
+func (r mcpResult) answer(t *testing.T, step string) mcpAnswer {
+	t.Helper()
+	if r.IsError {
+		t.Fatalf("%s: tool error: %s", step, r.Text)
+	}
+	var a mcpAnswer
+	if err := json.Unmarshal(r.Data, &a); err != nil {
+		t.Fatalf("%s: structured content %s: %v", step, r.Data, err)
+	}
+	return a
+}
+
+type mcpReport struct {
+	Fatal          string  `json:"fatal"`
+	NoTokenStatus  int     `json:"noTokenStatus"`
+	NoTokenConnect string  `json:"noTokenConnect"`
+	PromptRunMs    float64 `json:"promptRunMs"`
+	RunMs          struct {
+		Min, P50, Max float64
+	} `json:"runMs"`
+	Server struct {
+		Name string `json:"name"`
+	} `json:"server"`
+	Tools []struct {
+		Name        string   `json:"name"`
+		Description string   `json:"description"`
+		Required    []string `json:"required"`
+		Properties  []string `json:"properties"`
+	} `json:"tools"`
+	Steps struct {
+		PromptRun, PromptInput, PromptWait, PromptStatus mcpResult
+		Long                                             struct {
+			First  mcpResult `json:"first"`
+			Last   mcpResult `json:"last"`
+			Pieces []string  `json:"pieces"`
+			Calls  int       `json:"calls"`
+		} `json:"long"`
+		IntRun, IntSignal, IntTerminate mcpResult
+		CtrlcRun, Ctrlc                 mcpResult
+		BadCwd, UnknownJob, BadKey      mcpResult
+		List                            mcpResult
+	} `json:"steps"`
+}
+
+func runMCPClient(t *testing.T, script string, cfg map[string]any) mcpReport {
+	t.Helper()
+	cfg["longLines"] = mcpLongLines
+	cfg["timedRuns"] = mcpTimedRuns
+	raw, _ := json.Marshal(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, string(raw))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var rep mcpReport
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
+		out := stdout.String()
+		if len(out) > 4000 {
+			out = out[:2000] + " … " + out[len(out)-2000:]
+		}
+		t.Fatalf("MCP client (%v): no JSON report: %v\nstdout: %s\nstderr: %s", err, jerr, out, stderr.String())
+	}
+	if err != nil || rep.Fatal != "" {
+		t.Fatalf("MCP client failed (%v): %s\nstderr: %s", err, rep.Fatal, stderr.String())
+	}
+	return rep
+}
+
+func TestMCPStdio(t *testing.T) {
+	script := mcpClientDir(t)
+	s := startServer(t, serverOpts{token: mcpToken})
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte(mcpToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := runMCPClient(t, script, map[string]any{
+		"transport": "stdio",
+		"command":   filepath.Join(binDir, "shellctl"),
+		"args":      []string{"mcp", "--server", s.URL, "--token-file", tokFile},
+		"env":       map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"},
+	})
+	checkMCPReport(t, s, rep)
+}
+
+func TestMCPStreamableHTTP(t *testing.T) {
+	script := mcpClientDir(t)
+	s := startServer(t, serverOpts{token: mcpToken})
+	rep := runMCPClient(t, script, map[string]any{"transport": "http", "url": s.URL + "/mcp", "token": mcpToken})
+	if rep.NoTokenStatus != 401 {
+		t.Errorf("POST /mcp without the token answered %d, want 401", rep.NoTokenStatus)
+	}
+	if !strings.HasPrefix(rep.NoTokenConnect, "refused") {
+		t.Errorf("the SDK's connect without the token: %q, want refused", rep.NoTokenConnect)
+	}
+	checkMCPReport(t, s, rep)
+}
+
+func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
+	t.Helper()
+	if rep.Server.Name != "shellctl" {
+		t.Errorf("server name %q, want shellctl", rep.Server.Name)
+	}
+	want := []string{"shell_input", "shell_interrupt", "shell_list", "shell_run", "shell_status", "shell_wait"}
+	var got []string
+	for _, tl := range rep.Tools {
+		got = append(got, tl.Name)
+		if len(tl.Description) < 40 {
+			t.Errorf("tool %s: description %q is too short to guide a model", tl.Name, tl.Description)
+		}
+		if tl.Name == "shell_run" && (len(tl.Required) != 1 || tl.Required[0] != "script") {
+			t.Errorf("shell_run requires %v, want [script]", tl.Required)
+		}
+	}
+	if strings.Join(slices.Sorted(slices.Values(got)), ",") != strings.Join(want, ",") {
+		t.Errorf("tools %v, want %v", got, want)
+	}
+	st := &rep.Steps
+
+	// The prompt shows before it is answered; the answer reaches the job.
+	run := st.PromptRun.answer(t, "shell_run (prompt)")
+	if !strings.Contains(run.Output, "name? ") || run.Done {
+		t.Errorf("shell_run of a prompt: %+v, want the prompt and the job still running", run)
+	}
+	if run.InputWait != nil && !*run.InputWait {
+		t.Errorf("shell_run of a prompt says input_wait false")
+	}
+	in := st.PromptInput.answer(t, "shell_input")
+	end := st.PromptWait.answer(t, "shell_wait (prompt)")
+	if !strings.Contains(in.Output+end.Output, "hi ada") || !end.Done || end.ExitCode == nil || *end.ExitCode != 0 {
+		t.Errorf("after the answer: input %+v, then %+v; want \"hi ada\" and exit 0", in, end)
+	}
+	if strings.Contains(in.Output, "name? ") {
+		t.Errorf("shell_input repeats output the session has read already: %q", in.Output)
+	}
+	stat := st.PromptStatus.answer(t, "shell_status")
+	// A server that detects input-wait (extended-api.md §4) says so in a
+	// pty job's record (a bool, not null); then the prompt must have been
+	// reported as one.
+	if stat.InputWait != nil && (run.InputWait == nil || !*run.InputWait) {
+		t.Errorf("the server detects input-wait, but shell_run of a prompt answered input_wait %v", run.InputWait)
+	}
+	// And the answer came as the prompt blocked, not after the second of
+	// silence that ends a wait otherwise (return_on_input_wait).
+	if stat.InputWait != nil && rep.PromptRunMs >= 800 {
+		t.Errorf("shell_run of a prompt answered after %.0f ms, want it as soon as the job waits for input (well under the 1 s idle flush)", rep.PromptRunMs)
+	}
+	t.Logf("shell_run of a prompt answered in %.1f ms (input_wait %v)", rep.PromptRunMs, run.InputWait != nil && *run.InputWait)
+	if stat.JobID != run.JobID || stat.ExitCode == nil || *stat.ExitCode != 0 || !strings.HasPrefix(stat.SessionID, "mcp-") ||
+		stat.UnreadBytes == nil || *stat.UnreadBytes != 0 {
+		t.Errorf("shell_status: %s", st.PromptStatus.Data)
+	}
+
+	// The long output: bounded pieces that add up to every line.
+	first := st.Long.First.answer(t, "shell_run (long)")
+	if !first.MoreOutput || !strings.Contains(st.Long.First.Text, "16384") {
+		t.Errorf("the first answer of a long output is not marked cut at the cap: %+v", first)
+	}
+	var b strings.Builder
+	for i := 1; i <= mcpLongLines; i++ {
+		b.WriteString(strconv.Itoa(i) + "\n")
+	}
+	for i, p := range st.Long.Pieces {
+		if len(p) > 16384 {
+			t.Errorf("piece %d has %d bytes, more than the cap", i, len(p))
+		}
+	}
+	if joined := strings.Join(st.Long.Pieces, ""); joined != b.String() {
+		t.Errorf("the pieces (%d calls) join to %d bytes, want %d (seq 1 %d)", st.Long.Calls, len(joined), b.Len(), mcpLongLines)
+	}
+	if last := st.Long.Last.answer(t, "shell_wait (long, last)"); !last.Done || last.MoreOutput || st.Long.Calls < b.Len()/16384 {
+		t.Errorf("long output: %d calls, last %+v", st.Long.Calls, last)
+	}
+
+	// Interrupts.
+	if a := st.IntSignal.answer(t, "shell_interrupt INT"); !strings.Contains(a.Output, "got INT") || a.Done {
+		t.Errorf("INT to a job that traps it: %+v, want \"got INT\" and still running", a)
+	}
+	if a := st.IntTerminate.answer(t, "shell_interrupt terminate"); !a.Done || a.Status != "terminated" {
+		t.Errorf("terminate: %+v, want done and terminated", a)
+	}
+	if a := st.Ctrlc.answer(t, "shell_input C-c"); !a.Done {
+		t.Errorf("C-c to sleep: %+v, want the job ended", a)
+	}
+
+	// Tool errors.
+	for name, r := range map[string]struct {
+		res  mcpResult
+		want string
+	}{
+		"bad cwd":     {st.BadCwd, "/nonexistent/shellctl-e2e"},
+		"unknown job": {st.UnknownJob, "not found"},
+		"bad key":     {st.BadKey, "Hyper"},
+	} {
+		if !r.res.IsError || !strings.Contains(r.res.Text, r.want) {
+			t.Errorf("%s: isError %v, text %q; want a tool error naming %q", name, r.res.IsError, r.res.Text, r.want)
+		}
+	}
+
+	// The session's jobs, and only its.
+	var list struct {
+		Jobs []struct {
+			JobID  string `json:"job_id"`
+			Status string `json:"status"`
+			Script string `json:"script"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(st.List.Data, &list); err != nil || st.List.IsError {
+		t.Fatalf("shell_list: %s %s (%v)", st.List.Text, st.List.Data, err)
+	}
+	ids := map[string]string{}
+	for _, j := range list.Jobs {
+		ids[j.JobID] = j.Status
+	}
+	if len(list.Jobs) != 4 || ids[run.JobID] != "exited" || ids[first.JobID] != "exited" {
+		t.Errorf("shell_list: %s, want the 4 jobs of the session", st.List.Data)
+	}
+	// The server ran exactly those jobs.
+	all, err := s.c.List(context.Background(), "", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 4+mcpTimedRuns {
+		t.Errorf("the server ran %d jobs, want %d", len(all), 4+mcpTimedRuns)
+	}
+	for _, j := range all[mcpTimedRuns:] { // newest first: the timed runs came last
+		if _, ok := ids[j.JobID]; !ok {
+			t.Errorf("job %s is not in shell_list", j.JobID)
+		}
+	}
+	t.Logf("shell_run of `true`, from the client's call to its answer: min %.1f ms, p50 %.1f ms, max %.1f ms (%d runs)",
+		rep.RunMs.Min, rep.RunMs.P50, rep.RunMs.Max, mcpTimedRuns)
+}
+
+// An MCP client's open event stream (GET /mcp) does not hold the server's
+// stop: serve ends it at shutdown instead of waiting out its 10 s grace.
+func TestMCPStreamDoesNotHoldStop(t *testing.T) {
+	s := startServer(t, serverOpts{token: mcpToken})
+	post := func(sid, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+mcpToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+mcpToken)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != 200 {
+		t.Fatalf("GET /mcp: %d", stream.StatusCode)
+	}
+	t0 := time.Now()
+	s.kill(syscall.SIGTERM)
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("serve took %v to stop with an MCP event stream open, want well under its 10 s shutdown grace", d)
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("serve exited with %d after SIGTERM, want 0", code)
+	}
+}
