@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func logsCmd(cf *clientFlags) *cobra.Command {
+	var follow, stderr bool
+	var since int64
+	c := &cobra.Command{
+		Use:   "logs [-f] [--stderr] [--since-offset N] JOB_ID",
+		Short: "Print a job's output (-f: and follow it until the job ends)",
+		Long: `Print a job's output from the start (or from byte --since-offset) to its
+current end; with -f, keep printing as it comes until the job is done.
+--stderr prints a stdio job's stderr instead (a pty job's stderr is in its output).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if since < 0 {
+				return &usageError{fmt.Sprintf("--since-offset %d is negative: give a byte offset ≥ 0", since)}
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			id := args[0]
+			s := &sink{w: os.Stdout, offset: since}
+			if !follow {
+				if stderr {
+					_, err = pageStderr(ctx, c, id, s)
+					return err
+				}
+				return pageOutput(ctx, c, id, s)
+			}
+			f := &follower{c: c, id: id}
+			if stderr {
+				f.out = &sink{w: discard{}}
+				f.stderr = s
+			} else {
+				f.out = s
+			}
+			_, err = f.run(ctx)
+			return err
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the job is done")
+	c.Flags().BoolVar(&stderr, "stderr", false, "the stderr of a stdio job instead of its output")
+	c.Flags().Int64Var(&since, "since-offset", 0, "start at this byte offset")
+	return c
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
