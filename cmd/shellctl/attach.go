@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/shellctl/shellctl/internal/client"
@@ -58,7 +59,9 @@ and Ctrl-C sends it SIGINT, as run does.`,
 				out, errOff = since, 0
 			}
 			if rec.Mode == "stdio" {
-				return followRunFrom(ctx, c, cf, id, true, false, out, errOff)
+				sigs := notifyRun()
+				defer signal.Stop(sigs)
+				return followRunFrom(ctx, c, cf, sigs, id, true, false, out, errOff)
 			}
 			return attachPTY(ctx, c, id, out, keys)
 		},
@@ -145,6 +148,13 @@ func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, k
 		// Every way out of here passes this (a panic too); the exits on
 		// signals below return through it as well.
 		defer term.Restore(inFd, old)
+		// The server keeps a pty job's output as text with plain \n line
+		// ends (the sanitizer of jobs.md): our terminal must still turn
+		// them into CR LF, which raw mode alone would not.
+		if t, err := unix.IoctlGetTermios(inFd, unix.TCGETS); err == nil {
+			t.Oflag |= unix.OPOST | unix.ONLCR
+			_ = unix.IoctlSetTermios(inFd, unix.TCSETS, t)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -82,10 +82,17 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 				return err
 			}
 			ctx := cmd.Context()
+			var sigs chan os.Signal
+			if !detach {
+				// Caught from before the job starts: a Ctrl-C that comes
+				// while the run request is on its way is sent to the job.
+				sigs = notifyRun()
+				defer signal.Stop(sigs)
+			}
 			res, err := c.Run(ctx, req)
 			if err != nil {
-				if apiCode(err) == "invalid_cwd" {
-					return fmt.Errorf("the server cannot run the job in %s (%s): pass --cwd with a directory the server has", req.Cwd, explain(err))
+				if code := apiCode(err); code == "invalid_cwd" || code == "cwd_not_allowed" {
+					return fmt.Errorf("%s: the job runs in your working directory unless you pass --cwd DIR (one the server has and allows)", explain(err))
 				}
 				return err
 			}
@@ -93,7 +100,7 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 				cf.print(res, func() { fmt.Println(res.JobID) })
 				return nil
 			}
-			return followRun(ctx, c, cf, res.JobID, req.Mode == "stdio", req.Terminal != nil)
+			return followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
 		},
 	}
 	f := c.Flags()
@@ -107,15 +114,19 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 
 // followRun prints job id's output until it ends, turns Ctrl-C into
 // signals to the job, and ends with the job's code.
-func followRun(ctx context.Context, c *client.Client, cf *clientFlags, id string, stdio, sizeTerm bool) error {
-	return followRunFrom(ctx, c, cf, id, stdio, sizeTerm, 0, 0)
+func followRun(ctx context.Context, c *client.Client, cf *clientFlags, sigs chan os.Signal, id string, stdio, sizeTerm bool) error {
+	return followRunFrom(ctx, c, cf, sigs, id, stdio, sizeTerm, 0, 0)
+}
+
+// notifyRun catches what followRun handles: Ctrl-C and window changes.
+func notifyRun() chan os.Signal {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGWINCH)
+	return sigs
 }
 
 // followRunFrom is followRun from the given offsets of output and stderr.
-func followRunFrom(ctx context.Context, c *client.Client, cf *clientFlags, id string, stdio, sizeTerm bool, outOff, errOff int64) error {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGWINCH)
-	defer signal.Stop(sigs)
+func followRunFrom(ctx context.Context, c *client.Client, cf *clientFlags, sigs chan os.Signal, id string, stdio, sizeTerm bool, outOff, errOff int64) error {
 	out := io.Writer(os.Stdout)
 	if cf.json {
 		out = io.Discard
