@@ -761,3 +761,81 @@ func (b *syncBuffer) waitMatch(t *testing.T, re *regexp.Regexp) string {
 		}
 	}
 }
+
+// readmeBlock is the first ```sh block after marker in README.md.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, marker)
+	if i < 0 {
+		t.Fatalf("README.md has no %q", marker)
+	}
+	s = s[i:]
+	start := strings.Index(s, "```sh\n")
+	end := strings.Index(s[start+6:], "\n```")
+	if start < 0 || end < 0 {
+		t.Fatalf("no sh block after %q", marker)
+	}
+	return s[start+6 : start+6+end+1]
+}
+
+// TestCLIReadmeExamples runs the README's command line examples exactly as
+// written: the first block by bash -e in a directory whose bin/ holds the
+// binaries under test, the terminal block typed into tmux.
+func TestCLIReadmeExamples(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	block := readmeBlock(t, "<!-- cli-examples:")
+	work := t.TempDir()
+	if err := os.Symlink(binDir, filepath.Join(work, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx(t), "bash", "-e", "-c", block)
+	cmd.Dir = work
+	cmd.Env = append(cliEnv(t, s), "TMPDIR="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the README's examples: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	got := out.String()
+	for _, re := range []string{
+		`(?m)^tests pass in /\S+/tmp\.\w+$`, // make ran where the example cd'd
+		`(?m)^out$`, `(?m)^the job exited 3$`,
+		`(?m)^ID +STATUS +EXIT +MODE +AGE +COMMAND$`,
+		`(?m)^tick 1\ntick 2\ntick 3\n0\n\{`, // logs -f, then wait's 0, then the record
+		`hi ada`, `(?m)^ended by SIGINT: 130$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("the examples' output lacks %s:\n%s", re, got)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^err$`).MatchString(errb.String()) {
+		t.Errorf("the stdio job's stderr did not come on stderr: %q", errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(work, "home.tar.zst")); err == nil {
+		t.Errorf("the snapshot went to the start directory, not the example's own")
+	}
+
+	// The terminal block, line by line, in a terminal.
+	dir := t.TempDir()
+	m := newTmux(t, s, dir, 100, 30)
+	m.line(`stty -g > before`)
+	lines := strings.Split(strings.TrimSpace(readmeBlock(t, "<!-- cli-terminal-examples:")), "\n")
+	for _, l := range lines {
+		m.line(l)
+	}
+	m.line("echo $((6*7))")
+	m.waitText("\n42")
+	m.keys("C-p", "C-q")
+	m.waitText("detached from job")
+	m.line(afterwards("readme")) // $? is still attach's
+	m.waitFor("readme")
+	if rc := m.rc("readme"); rc != 0 {
+		t.Errorf("attach after detach: %d\n%s", rc, m.screen())
+	}
+	m.checkRestored("readme")
+}
