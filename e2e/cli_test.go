@@ -184,7 +184,9 @@ func TestCLIExitCodesOfClientFailures(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--server", u, "run", "exit 0"}, 0, ""},            // host:port
+		{[]string{"--server", u, "run", "exit 0"}, 0, ""},
+		{[]string{"--json", "--server", u, "ps"}, 0, ""},             // client flags before the verb
+		{[]string{"serve", "--json"}, 2, "not of serve"},             // host:port
 		{[]string{"--server", s.URL + "/", "run", "exit 0"}, 0, ""},  // a URL with a slash
 		{[]string{"--server", "127.0.0.1:99999", "ps"}, 125, "port"}, // no such port
 		{[]string{"--server", "http://", "ps"}, 125, "is not a server address"},
@@ -322,7 +324,7 @@ func TestCLIHelpTexts(t *testing.T) {
 		{[]string{"ps", "--help"}, []string{"--server string", "host:port"}, []string{`(default "http`}},
 		{[]string{"serve", "--help"}, []string{"--listen"}, []string{"--server", "--auth-token", "--json"}},
 		{[]string{"input", "--help"}, []string{"(default 30)"}, []string{"(default 5)"}},
-		{[]string{"completion", "--help"}, []string{"bash", "zsh", "fish"}, nil},
+		{[]string{"completion", "--help"}, []string{"bash", "zsh", "fish"}, []string{"--server"}},
 		{[]string{"--help"}, []string{"125", "attach", "logs", "inspect"}, nil},
 	} {
 		r := cli(t, nil, dir, "", tc.args...)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,18 +77,57 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(serveCmd())
 	addClientCommands(root)
-	// The connection flags belong to the client verbs, not to serve or
-	// completion: each client verb gets them (a verb registered elsewhere,
-	// such as mcp, too; a flag it defines itself wins).
+	// The connection flags are the client verbs': persistent on the root,
+	// so they may come before the verb (shellctl --json ps) as after it,
+	// but neither shown nor taken by serve and completion.
 	cf := theClientFlags
+	root.PersistentFlags().AddFlagSet(cf.flagSet())
 	for _, c := range root.Commands() {
 		switch c.Name() {
-		case "serve", "completion", "help":
-			continue
+		case "serve", "completion":
+			withoutClientFlags(c, cf)
 		}
-		c.PersistentFlags().AddFlagSet(cf.flagSet())
+	}
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			withoutClientFlags(c, cf)
+		}
 	}
 	return root
+}
+
+// withoutClientFlags hides the client flags from cmd's help and refuses
+// them there.
+func withoutClientFlags(cmd *cobra.Command, cf *clientFlags) {
+	help := cmd.HelpFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		cf.flagSet().VisitAll(func(f *pflag.Flag) { f.Hidden = true })
+		defer cf.flagSet().VisitAll(func(f *pflag.Flag) { f.Hidden = false })
+		help(c, args)
+	})
+	usage := cmd.UsageFunc()
+	cmd.SetUsageFunc(func(c *cobra.Command) error {
+		cf.flagSet().VisitAll(func(f *pflag.Flag) { f.Hidden = true })
+		defer cf.flagSet().VisitAll(func(f *pflag.Flag) { f.Hidden = false })
+		return usage(c)
+	})
+	pre := cmd.PersistentPreRunE
+	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		var bad error
+		cf.flagSet().VisitAll(func(f *pflag.Flag) {
+			if f.Changed && bad == nil {
+				bad = &usageError{fmt.Sprintf("--%s is a flag of the client verbs, not of %s", f.Name, cmd.Name())}
+			}
+		})
+		if bad != nil {
+			return bad
+		}
+		if pre != nil {
+			return pre(c, args)
+		}
+		return nil
+	}
 }
 
 func isServe(cmd *cobra.Command) bool {
