@@ -841,3 +841,26 @@ func TestCLIReadmeExamples(t *testing.T) {
 	}
 	m.checkRestored("readme")
 }
+
+func TestCLITerminalRunInteractive(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	m := newTmux(t, s, dir, 100, 30)
+	m.line(`stty -g > before`)
+	m.line(`shellctl run -i 'printf "name? "; read -r n; echo "hi $n"; exit 3'; ` + afterwards("i"))
+	m.waitText("\nname? ") // the job's prompt, not the command's echo
+	m.line("ada")
+	m.waitFor("i")
+	if rc := m.rc("i"); rc != 3 {
+		t.Errorf("run -i exited %d, want the job's 3:\n%s", rc, m.screen())
+	}
+	m.waitText("hi ada")
+	m.checkRestored("i")
+	// Not a terminal: stdin goes to the job all the same.
+	if r := cli(t, s, dir, "ada\n", "run", "-i", `read -r n; echo "hi $n"`); r.code != 0 || !strings.Contains(r.stdout, "hi ada") {
+		t.Errorf("run -i with a pipe: %v", r)
+	}
+	if r := cli(t, s, dir, "", "run", "-i", "--mode", "stdio", "true"); r.code != 125 {
+		t.Errorf("run -i --mode stdio: %v", r)
+	}
+}

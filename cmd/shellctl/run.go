@@ -22,7 +22,8 @@ const interruptWindow = 3 * time.Second
 func runCmd(cf *clientFlags) *cobra.Command {
 	var req client.RunRequest
 	var env []string
-	var detach bool
+	var detach, interactive bool
+	detachKeys := defaultDetachKeys
 	c := &cobra.Command{
 		Use:   "run [flags] SCRIPT... | -",
 		Short: "Run a script as a job in your working directory, print its output, exit with its code",
@@ -33,6 +34,8 @@ and shellctl exits with the job's exit code.
 Ctrl-C sends SIGINT to the job (to the terminal's foreground program for a pty
 job) and keeps following it; a second Ctrl-C within 3 seconds terminates the job.
 Either way shellctl exits with the job's code. -d starts the job and prints its id.
+-i attaches your terminal to the job (as attach does: what you type goes to it,
+Ctrl-P Ctrl-Q detaches).
 Exit 125: shellctl itself failed (no server, a refused request).`,
 		Example: `  shellctl run 'make -j2 test'
   shellctl run -d 'python3 -m http.server 8000'
@@ -68,6 +71,16 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 			if req.Mode != "" && req.Mode != "pty" && req.Mode != "stdio" {
 				return &usageError{fmt.Sprintf("--mode %q is not pty or stdio", req.Mode)}
 			}
+			var keys []byte
+			if interactive {
+				if detach || req.Mode == "stdio" || script == "-" {
+					return &usageError{"-i needs a pty job that runs attached: not with -d, --mode stdio or a script from stdin"}
+				}
+				var err error
+				if keys, err = parseDetachKeys(detachKeys); err != nil {
+					return err
+				}
+			}
 			if req.Mode != "stdio" {
 				// The job's terminal takes the size of ours.
 				if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 0 && h > 0 {
@@ -83,7 +96,7 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 			}
 			ctx := cmd.Context()
 			var sigs chan os.Signal
-			if !detach {
+			if !detach && !interactive {
 				// Caught from before the job starts: a Ctrl-C that comes
 				// while the run request is on its way is sent to the job.
 				sigs = notifyRun()
@@ -100,6 +113,9 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 				cf.print(res, func() { fmt.Println(res.JobID) })
 				return nil
 			}
+			if interactive {
+				return attachPTY(ctx, c, res.JobID, 0, keys)
+			}
 			return followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
 		},
 	}
@@ -109,6 +125,8 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 	f.StringArrayVarP(&env, "env", "e", nil, "NAME=VALUE for the job's environment (repeatable)")
 	f.StringVar(&req.SessionID, "session-id", "", "session id stored with the job")
 	f.BoolVarP(&detach, "detach", "d", false, "print the job id and return at once")
+	f.BoolVarP(&interactive, "interactive", "i", false, "attach your terminal: type to the job (pty only)")
+	f.StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "with -i: the key sequence that detaches")
 	return c
 }
 
