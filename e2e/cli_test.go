@@ -848,7 +848,7 @@ func TestCLITerminalRunInteractive(t *testing.T) {
 	m := newTmux(t, s, dir, 100, 30)
 	m.line(`stty -g > before`)
 	m.line(`shellctl run -i 'printf "name? "; read -r n; echo "hi $n"; exit 3'; ` + afterwards("i"))
-	m.waitText("\nname? ") // the job's prompt, not the command's echo
+	m.waitText("\rname? ") // the job's prompt, not the command's echo
 	m.line("ada")
 	m.waitFor("i")
 	if rc := m.rc("i"); rc != 3 {
