@@ -14,6 +14,11 @@ import (
 // maxWindow is the largest window the API pages.
 const maxWindow = 524288
 
+// followIdle is the idle_flush_seconds of the waits that follow a job: a
+// person watching (attach above all) sees output a moment after it is
+// written, not after the API's default half second of silence.
+const followIdle = 0.02
+
 // jobEnd is how a followed job ended.
 type jobEnd struct {
 	Status   string
@@ -75,7 +80,7 @@ func (f *follower) runWait(ctx context.Context) (*jobEnd, error) {
 	}
 	for {
 		t := 30.0
-		res, err := f.c.Wait(ctx, f.id, client.WaitRequest{Offset: f.out.offset, Timeout: &t, OutputLimit: maxWindow})
+		res, err := f.c.Wait(ctx, f.id, client.WaitRequest{Offset: f.out.offset, Timeout: &t, OutputLimit: maxWindow, IdleFlushSeconds: followIdle})
 		if err != nil {
 			finish()
 			return nil, err
