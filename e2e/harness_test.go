@@ -46,7 +46,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
+	if err := installOpenAPICheck(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := oaFinish(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -172,6 +176,7 @@ func (s *server) start() {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("shellctl serve did not start")
 	}
+	oaRegister(t, s.URL) // its answers are checked against the OpenAPI document
 	s.c = &client.Client{BaseURL: s.URL, Token: s.Token, HTTP: &http.Client{Timeout: 120 * time.Second}}
 }
 

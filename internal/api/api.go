@@ -186,6 +186,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		httperr.WriteJSON(w, http.StatusOK, v)
+	case len(parts) == 1 && parts[0] == "openapi.json":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		s.openapi(w, r)
 	case len(parts) == 2 && parts[0] == "snapshot" && (parts[1] == "save" || parts[1] == "restore"):
 		if r.Method != http.MethodPost {
 			methodNotAllowed(w, r, "POST")

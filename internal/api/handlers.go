@@ -124,6 +124,10 @@ func (b *runBody) setBig(state int, n int64)   { b.script, b.scriptLen = state, 
 func (b *inputBody) setBig(state int, _ int64) { b.text = state }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
 	var b runBody
 	// A small body's script is kept in memory and written with the job;
 	// a large one goes to a file as it arrives.
@@ -136,6 +140,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		spool = &fileSink{create: s.Jobs.SpoolFile}
 		defer spool.discard()
 		script = spool
+	}
+	var hashed *hashSink // the script's hash, for the key's fingerprint
+	if key != "" {
+		hashed = newHashSink(script)
+		script = hashed
 	}
 	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "script", sink: script, spooled: spool != nil, restMax: maxRest, large: true}, &b)
 	if !ok {
@@ -206,14 +215,28 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if ri != nil {
 		req.ReceivedAt = ri.Start
 	}
-	res, err := s.Jobs.Run(r.Context(), req, b.params(defaultRunTimeout, true))
+	var res *jobs.Result
+	var err error
+	if key != "" {
+		req.IdempotencyKey = key
+		req.IdempotencyFP = jobs.RunPrint{ScriptSHA256: hashed.sum(), Mode: req.Mode, Cwd: req.Cwd, Env: req.Env,
+			Cols: req.Cols, Rows: req.Rows, SessionID: req.SessionID}.Fingerprint()
+		var replayed bool
+		res, replayed, err = s.Jobs.RunIdempotent(r.Context(), req, b.params(defaultRunTimeout, true))
+		if replayed {
+			w.Header().Set(ReplayHeader, "true")
+		}
+	} else {
+		res, err = s.Jobs.Run(r.Context(), req, b.params(defaultRunTimeout, true))
+	}
 	if err != nil {
-		s.writeErr(w, err)
+		s.writeKeyErr(w, err)
 		return
 	}
 	if ri != nil {
 		ri.Job = res.JobID
 	}
+	w.Header().Set(JobIDHeader, res.JobID)
 	writeResult(w, res)
 }
 
@@ -249,6 +272,10 @@ type inputBody struct {
 }
 
 func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
 	var b inputBody
 	text := &memSink{max: int(s.maxRequestBytes())}
 	if r.ContentLength > 0 {
@@ -266,12 +293,23 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 		httperr.Write(w, http.StatusBadRequest, "invalid_request", "text is required")
 		return
 	}
-	res, err := s.Jobs.Input(r.Context(), id, text.b, b.params(defaultInputTimeout, false), func() {
+	sent := func() {
 		text.b = nil
 		release()
-	})
+	}
+	var res *jobs.Result
+	var err error
+	if key != "" {
+		var replayed bool
+		res, replayed, err = s.Jobs.InputIdempotent(r.Context(), id, key, text.b, b.params(defaultInputTimeout, false), sent)
+		if replayed {
+			w.Header().Set(ReplayHeader, "true")
+		}
+	} else {
+		res, err = s.Jobs.Input(r.Context(), id, text.b, b.params(defaultInputTimeout, false), sent)
+	}
 	if err != nil {
-		s.writeErr(w, err)
+		s.writeKeyErr(w, err)
 		return
 	}
 	writeResult(w, res)

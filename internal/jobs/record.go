@@ -259,6 +259,9 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 	if row.SessionID != "" {
 		rec.SessionID = &row.SessionID
 	}
+	if row.IdempotencyKey != "" {
+		rec.IdempotencyKey = &row.IdempotencyKey
+	}
 	if row.EnvNames != "" {
 		_ = json.Unmarshal([]byte(row.EnvNames), &rec.EnvNames)
 	}

@@ -94,6 +94,9 @@ type Service struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// flights are the Idempotency-Keys being handled (idempotency.go).
+	flights flights
 }
 
 // New opens the service over an open store and finds the jobs that were
@@ -203,6 +206,10 @@ type RunRequest struct {
 	// ReceivedAt is when the run request arrived (zero: when Run was
 	// called): the start of the time to the job's first instruction.
 	ReceivedAt time.Time
+	// IdempotencyKey and IdempotencyFP are the request's Idempotency-Key
+	// and fingerprint (RunIdempotent), stored in the job's row.
+	IdempotencyKey string
+	IdempotencyFP  string
 }
 
 // homeWithin checks that a job's HOME lies within the workspace root. It
@@ -262,6 +269,13 @@ func ValidID(id string) bool {
 
 // Run starts a job and waits for it like Wait from offset 0.
 func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Result, error) {
+	return s.run(ctx, req, wp, func() {})
+}
+
+// run is Run; started is called once the job's row is made and its start
+// is done (or the run failed), before the wait.
+func (s *Service) run(ctx context.Context, req RunRequest, wp WaitParams, started func()) (*Result, error) {
+	defer started()
 	dirs, err := s.openJobDirs(req)
 	if err != nil {
 		return nil, err
@@ -286,6 +300,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 		s.forget(j)
 		return nil, err
 	}
+	started()
 	return s.wait(ctx, j, wp)
 }
 
@@ -331,7 +346,8 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	// runner: one write instead of two on the path of every job.
 	ir := s.takeIdle()
 	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now, ControlKey: j.key,
-		Home: home, EnvNames: envNames(req.Env), Limits: s.askedLimits()}
+		Home: home, EnvNames: envNames(req.Env), Limits: s.askedLimits(),
+		IdempotencyKey: req.IdempotencyKey, IdempotencyFP: req.IdempotencyFP}
 	if req.Mode == "pty" {
 		row.Cols, row.Rows = req.Cols, req.Rows
 	}

@@ -223,6 +223,19 @@ func (s *Service) wait(ctx context.Context, j *job, wp WaitParams) (*Result, err
 // nil, is called once, when the text is no longer needed (sent, or
 // refused): before the wait, which may be long.
 func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitParams, sent func()) (*Result, error) {
+	return s.input(ctx, id, text, wp, inputHooks{sent: sent})
+}
+
+// inputHooks: sent as for Input; mark, when set, is called just before the
+// text is sent (its error is the answer), and unmark when it could not be.
+type inputHooks struct {
+	sent   func()
+	mark   func() error
+	unmark func()
+}
+
+func (s *Service) input(ctx context.Context, id string, text []byte, wp WaitParams, h inputHooks) (*Result, error) {
+	sent := h.sent
 	finish := func() {
 		if sent != nil {
 			sent()
@@ -244,7 +257,15 @@ func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitPara
 			return nil, errorf(ErrInvalidOffset, "offset %d is past the end of the output (%d bytes)", wp.Offset, fs)
 		}
 	}
+	if h.mark != nil {
+		if err := h.mark(); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.sendInput(ctx, j, text); err != nil {
+		if h.unmark != nil {
+			h.unmark()
+		}
 		return nil, err
 	}
 	finish()

@@ -48,6 +48,23 @@ var migrations = []string{
 	ALTER TABLE jobs ADD COLUMN limits_applied TEXT NOT NULL DEFAULT '';
 	ALTER TABLE jobs ADD COLUMN pgid INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE jobs ADD COLUMN usage TEXT NOT NULL DEFAULT '';`,
+	// 4 → 5: Idempotency-Key (extended-api.md §5). A run's key and the
+	// fingerprint of its body live in the job's row (unique among the
+	// rows that have one); the keys of a job's inputs in input_keys, whose
+	// rows go with the job's row (the trigger), whoever deletes it.
+	`ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
+	ALTER TABLE jobs ADD COLUMN idempotency_fp TEXT NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX jobs_idempotency_key ON jobs(idempotency_key) WHERE idempotency_key IS NOT NULL;
+	CREATE TABLE input_keys (
+		job_id     TEXT NOT NULL,
+		key        TEXT NOT NULL,
+		fp         TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (job_id, key)
+	) WITHOUT ROWID;
+	CREATE TRIGGER jobs_input_keys_gone AFTER DELETE ON jobs BEGIN
+		DELETE FROM input_keys WHERE job_id = OLD.id;
+	END;`,
 }
 
 // SchemaVersion is the version this build writes.

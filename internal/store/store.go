@@ -88,6 +88,10 @@ type Job struct {
 	Pgid int
 	// Usage is JSON of the job's tree's resource usage, once known.
 	Usage string
+	// IdempotencyKey is the run's Idempotency-Key ("" = none) and
+	// IdempotencyFP the fingerprint of its body (extended-api.md §5).
+	IdempotencyKey string
+	IdempotencyFP  string
 }
 
 // Store is an open database.
@@ -96,6 +100,8 @@ type Store struct {
 	wdb *sql.DB // writes: one connection
 
 	stmtGet, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete, stmtTerminal *sql.Stmt
+	// Idempotency keys (idempotency.go).
+	stmtByKey, stmtInputKey, stmtAddInputKey, stmtDropInputKey *sql.Stmt
 }
 
 // Open opens (creating when missing) the database in stateDir and migrates
@@ -145,7 +151,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup, home, cols, rows, env_names, limits, limits_applied, pgid, usage`
+const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup, home, cols, rows, env_names, limits, limits_applied, pgid, usage, idempotency_key, idempotency_fp`
 
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
@@ -165,7 +171,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		return st
 	}
 	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
-	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key, home, cols, rows, env_names, limits) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key, home, cols, rows, env_names, limits, idempotency_key, idempotency_fp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
 	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ?, cgroup = ?, pgid = ?, limits_applied = ? WHERE id = ? AND status IN ('created','starting')`)
@@ -179,6 +185,10 @@ func (s *Store) prepare(ctx context.Context) error {
 		WHERE id = ? AND status NOT IN ('exited','terminated','failed','lost')`)
 	s.stmtDelete = p(`DELETE FROM jobs WHERE id = ?`)
 	s.stmtTerminal = p(`UPDATE jobs SET cols = ?, rows = ? WHERE id = ?`)
+	s.stmtByKey = p(`SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ?`)
+	s.stmtInputKey = p(`SELECT fp FROM input_keys WHERE job_id = ? AND key = ?`)
+	s.stmtAddInputKey = p(`INSERT INTO input_keys (job_id, key, fp, created_at) SELECT id, ?, ?, ? FROM jobs WHERE id = ?`)
+	s.stmtDropInputKey = p(`DELETE FROM input_keys WHERE job_id = ? AND key = ?`)
 	return err
 }
 
@@ -193,12 +203,14 @@ func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
 	var j Job
 	var exit, started, ended sql.NullInt64
 	var created int64
+	var key sql.NullString
 	if err := sc.Scan(&j.ID, &j.Seq, &j.Status, &exit, &j.Mode, &j.Cwd, &j.SessionID, &created, &started, &ended,
 		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation, &j.ControlKey, &j.Cgroup,
-		&j.Home, &j.Cols, &j.Rows, &j.EnvNames, &j.Limits, &j.LimitsApplied, &j.Pgid, &j.Usage); err != nil {
+		&j.Home, &j.Cols, &j.Rows, &j.EnvNames, &j.Limits, &j.LimitsApplied, &j.Pgid, &j.Usage, &key, &j.IdempotencyFP); err != nil {
 		return nil, err
 	}
 	j.CreatedAt = time.Unix(0, created).UTC()
+	j.IdempotencyKey = key.String
 	if exit.Valid {
 		c := int(exit.Int64)
 		j.ExitCode = &c
@@ -222,8 +234,11 @@ func (s *Store) Insert(ctx context.Context, j *Job) error {
 		status = StatusStarting
 	}
 	_, err := s.stmtInsert.ExecContext(ctx, j.ID, status, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano(), j.RunnerPID, j.ControlKey,
-		j.Home, j.Cols, j.Rows, j.EnvNames, j.Limits)
+		j.Home, j.Cols, j.Rows, j.EnvNames, j.Limits, strOrNil(j.IdempotencyKey), j.IdempotencyFP)
 	if err != nil {
+		if j.IdempotencyKey != "" && isUnique(err) {
+			return fmt.Errorf("insert job %s: %w", j.ID, ErrKeyTaken)
+		}
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
 	return nil
@@ -388,4 +403,11 @@ func (s *Store) query(ctx context.Context, q string, args ...any) ([]*Job, error
 		jobs = append(jobs, j)
 	}
 	return jobs, rows.Err()
+}
+
+func strOrNil(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
