@@ -217,6 +217,11 @@ func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
 	cli(t, s, dir, "", "run", "echo one; exit 4")
 	r := cli(t, s, dir, "", "run", "-d", "--mode", "stdio", "echo started; echo warn >&2; exec sleep 60")
 	long := strings.TrimSpace(r.stdout)
+	// The job's first line is out once a wait answers with it (and then
+	// it runs).
+	if res, err := s.c.Wait(ctx(t), long, client.WaitRequest{Timeout: f64(30)}); err != nil || res.Output != "started\n" {
+		t.Fatalf("wait for the detached job's output: %+v %v", res, err)
+	}
 
 	r = cli(t, s, dir, "", "ps")
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
@@ -254,10 +259,6 @@ func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
 		t.Errorf("inspect: %v (%v)", r, err)
 	}
 
-	// The job's first line is out once a wait answers with it.
-	if res, err := s.c.Wait(ctx(t), long, client.WaitRequest{Timeout: f64(30)}); err != nil || res.Output != "started\n" {
-		t.Fatalf("wait for the detached job's output: %+v %v", res, err)
-	}
 	if r := cli(t, s, dir, "", "logs", long); r.stdout != "started\n" {
 		t.Errorf("logs: %v", r)
 	}
