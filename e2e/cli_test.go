@@ -102,8 +102,8 @@ func TestCLIRunCwdStreamsAndExitCode(t *testing.T) {
 		t.Fatalf("run -d: %v", r)
 	}
 	st, err := s.c.Status(ctx(t), id)
-	if err != nil || st.Status != "running" {
-		t.Errorf("the detached job: %+v %v, want running", st, err)
+	if err != nil || st.Done {
+		t.Errorf("the detached job: %+v %v, want it running", st, err)
 	}
 	// --json: the record at the end, nothing else on stdout.
 	r = cli(t, s, dir, "", "run", "--json", "echo x; exit 2")
@@ -365,7 +365,7 @@ func TestCLICompletion(t *testing.T) {
 	s := startServer(t, serverOpts{})
 	id := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "sleep 30").stdout)
 	r := cli(t, s, dir, "", "__complete", "logs", id[:3])
-	if !strings.Contains(r.stdout, id+"\trunning") {
+	if !regexp.MustCompile(`(?m)^` + id + `\t(starting|running)$`).MatchString(r.stdout) {
 		t.Errorf("completing a job id: %v", r)
 	}
 }
