@@ -35,7 +35,15 @@ var theClientFlags = &clientFlags{}
 func (f *clientFlags) flagSet() *pflag.FlagSet {
 	if f.fs == nil {
 		fs := pflag.NewFlagSet("client", pflag.ContinueOnError)
-		fs.StringVar(&f.server, "server", "", "server as host:port or URL (default $SHELLCTL_URL, else "+defaultListen+")")
+		// The value starts as the server the default leads to (a verb
+		// that reads the flag itself, such as mcp, gets a usable one);
+		// --help shows the rule instead of the value.
+		def := os.Getenv("SHELLCTL_URL")
+		if def == "" {
+			def = "http://" + defaultListen
+		}
+		fs.StringVar(&f.server, "server", def, "server as host:port or URL (default $SHELLCTL_URL, else "+defaultListen+")")
+		fs.Lookup("server").DefValue = ""
 		fs.StringVar(&f.token, "auth-token", "", "bearer token (default $SHELLCTL_AUTH_TOKEN)")
 		fs.BoolVar(&f.json, "json", false, "print JSON (the API's answers) instead of text")
 		f.fs = fs
@@ -46,14 +54,13 @@ func (f *clientFlags) flagSet() *pflag.FlagSet {
 // serverURL is the server to talk to: --server, else $SHELLCTL_URL, else
 // the default listen address. host:port is taken as http://host:port.
 func (f *clientFlags) serverURL() (string, error) {
-	raw, what := f.server, "--server"
-	if raw == "" {
-		raw, what = os.Getenv("SHELLCTL_URL"), "SHELLCTL_URL"
+	if fl := f.flagSet().Lookup("server"); fl.Changed {
+		return normalizeServer(f.server, "--server")
 	}
-	if raw == "" {
-		return "http://" + defaultListen, nil
+	if env := os.Getenv("SHELLCTL_URL"); env != "" {
+		return normalizeServer(env, "SHELLCTL_URL")
 	}
-	return normalizeServer(raw, what)
+	return "http://" + defaultListen, nil
 }
 
 func normalizeServer(raw, what string) (string, error) {
