@@ -31,12 +31,12 @@ type sink struct {
 	offset int64
 }
 
-// follower copies the output (and, when stderr is set, the stderr) of a job
-// until it is done.
+// follower copies the output and the stderr of a job (each when its sink
+// is set) until it is done.
 type follower struct {
 	c      *client.Client
 	id     string
-	out    *sink
+	out    *sink // nil: not copied
 	stderr *sink // nil: not copied
 }
 
@@ -51,6 +51,10 @@ func (f *follower) run(ctx context.Context) (*jobEnd, error) {
 // and stderr (which has no waiting route) is paged after each answer and at
 // the end. Not byte-exact: wait sends bytes that are not UTF-8 as U+FFFD.
 func (f *follower) runWait(ctx context.Context) (*jobEnd, error) {
+	if f.out == nil {
+		// The output's waits tell when the job is done.
+		f.out = &sink{w: io.Discard}
+	}
 	var poke chan struct{}
 	var wg sync.WaitGroup
 	var errErr error

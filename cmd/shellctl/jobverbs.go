@@ -35,7 +35,7 @@ when the job has none: it never started or its runner was lost).`,
 			// the job's end (or after each window, which is skipped).
 			end := &jobEnd{Status: rec.Status, ExitCode: rec.ExitCode}
 			if !rec.Done {
-				f := &follower{c: c, id: id, out: &sink{w: discard{}, offset: rec.OutputBytes}}
+				f := &follower{c: c, id: id, out: &sink{w: io.Discard, offset: rec.OutputBytes}}
 				if end, err = f.run(ctx); err != nil {
 					return err
 				}

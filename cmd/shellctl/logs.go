@@ -38,7 +38,6 @@ current end; with -f, keep printing as it comes until the job is done.
 			}
 			f := &follower{c: c, id: id}
 			if stderr {
-				f.out = &sink{w: discard{}}
 				f.stderr = s
 			} else {
 				f.out = s
@@ -52,7 +51,3 @@ current end; with -f, keep printing as it comes until the job is done.
 	c.Flags().Int64Var(&since, "since-offset", 0, "start at this byte offset")
 	return c
 }
-
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
