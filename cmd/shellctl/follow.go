@@ -40,9 +40,14 @@ type follower struct {
 	stderr *sink // nil: not copied
 }
 
-// run copies until the job is done and returns how it ended.
+// run copies until the job is done and returns how it ended: by the
+// stream route, or by waits on a server without it.
 func (f *follower) run(ctx context.Context) (*jobEnd, error) {
-	return f.runWait(ctx)
+	end, err := f.runStream(ctx)
+	if err != nil && noStreamRoute(err) {
+		return f.runWait(ctx)
+	}
+	return end, err
 }
 
 // runWait follows by the compatible wait route. Fallback for servers

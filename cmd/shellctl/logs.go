@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shellctl/shellctl/internal/client"
 )
 
 func logsCmd(cf *clientFlags) *cobra.Command {
@@ -30,11 +33,7 @@ current end; with -f, keep printing as it comes until the job is done.
 			id := args[0]
 			s := &sink{w: os.Stdout, offset: since}
 			if !follow {
-				if stderr {
-					_, err = pageStderr(ctx, c, id, s)
-					return err
-				}
-				return pageOutput(ctx, c, id, s)
+				return printLogs(ctx, c, id, stderr, s)
 			}
 			f := &follower{c: c, id: id}
 			if stderr {
@@ -50,4 +49,29 @@ current end; with -f, keep printing as it comes until the job is done.
 	c.Flags().BoolVar(&stderr, "stderr", false, "the stderr of a stdio job instead of its output")
 	c.Flags().Int64Var(&since, "since-offset", 0, "start at this byte offset")
 	return c
+}
+
+// printLogs copies a job's output (or stderr) from s.offset to its size
+// now: by the stream, or by pages of wait and stderr on a server without
+// the stream route.
+func printLogs(ctx context.Context, c *client.Client, id string, stderr bool, s *sink) error {
+	rec, err := c.Record(ctx, id)
+	if err != nil {
+		return err
+	}
+	size, channel := rec.OutputBytes, "output"
+	if stderr {
+		size, channel = rec.StderrBytes, "stderr"
+	}
+	if s.offset > size {
+		return &usageError{fmt.Sprintf("--since-offset %d is past the end of job %s's %s (%d bytes)", s.offset, id, channel, size)}
+	}
+	if err := pageStream(ctx, c, id, channel, s, size); err == nil || !noStreamRoute(err) {
+		return err
+	}
+	if stderr {
+		_, err = pageStderr(ctx, c, id, s)
+		return err
+	}
+	return pageOutput(ctx, c, id, s)
 }

@@ -110,6 +110,11 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 				return err
 			}
 			if detach {
+				// The id once the job runs, so that what comes next (kill
+				// -s, input, attach) finds it running.
+				if err := waitStarted(ctx, c, res.JobID); err != nil {
+					return err
+				}
 				cf.print(res, func() { fmt.Println(res.JobID) })
 				return nil
 			}
