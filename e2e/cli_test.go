@@ -865,3 +865,41 @@ func TestCLITerminalRunInteractive(t *testing.T) {
 		t.Errorf("run -i --mode stdio: %v", r)
 	}
 }
+
+// TestCLIStreamsByteExact: with the stream route, what run, logs and
+// logs -f print is the job's bytes exactly, bytes that are not UTF-8
+// included (the wait route would send them as U+FFFD).
+func TestCLIStreamsByteExact(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	status, body, err := s.c.Do(ctx(t), "GET", "/v1/jobs/0123456789abcdef/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status == 404 && !strings.Contains(string(body), "job_not_found") {
+		t.Skip("this server has no stream route")
+	}
+	dir := t.TempDir()
+	script := `printf 'a\377b\n'; printf 'e\376\n' >&2`
+	r := cli(t, s, dir, "", "run", "--mode", "stdio", script)
+	if r.code != 0 || r.stdout != "a\xffb\n" || r.stderr != "e\xfe\n" {
+		t.Fatalf("run: %v", r)
+	}
+	id := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "--mode", "stdio", script).stdout)
+	cli(t, s, dir, "", "wait", id)
+	for _, args := range [][]string{{"logs", id}, {"logs", "-f", id}} {
+		if r := cli(t, s, dir, "", args...); r.stdout != "a\xffb\n" {
+			t.Errorf("%q: %v", args, r)
+		}
+		if r := cli(t, s, dir, "", append(args, "--stderr")...); r.stdout != "e\xfe\n" {
+			t.Errorf("%q --stderr: %v", args, r)
+		}
+	}
+	// run -d answers once the job runs: a signal right after it reaches it.
+	id = strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "sleep 600").stdout)
+	if r := cli(t, s, dir, "", "kill", "-s", "INT", id); r.code != 0 {
+		t.Errorf("kill -s INT right after run -d: %v", r)
+	}
+	if r := cli(t, s, dir, "", "wait", id); r.code != 130 {
+		t.Errorf("wait: %v, want 130", r)
+	}
+}
