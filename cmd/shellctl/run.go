@@ -129,7 +129,7 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 	f.StringVar(&req.Cwd, "cwd", "", "working directory of the job (default: yours)")
 	f.StringArrayVarP(&env, "env", "e", nil, "NAME=VALUE for the job's environment (repeatable)")
 	f.StringVar(&req.SessionID, "session-id", "", "session id stored with the job")
-	f.BoolVarP(&detach, "detach", "d", false, "print the job id and return at once")
+	f.BoolVarP(&detach, "detach", "d", false, "print the job id and return once the job runs")
 	f.BoolVarP(&interactive, "interactive", "i", false, "attach your terminal: type to the job (pty only)")
 	f.StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "with -i: the key sequence that detaches")
 	return c
