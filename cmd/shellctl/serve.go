@@ -58,6 +58,7 @@ func serveCmd() *cobra.Command {
 	var verbose bool
 	var tokenFile string
 	var pprofAddr string
+	stopGrace := server.DefaultStopGrace
 	logFormat := "text"
 	c := &cobra.Command{
 		Use:   "serve",
@@ -113,6 +114,9 @@ func serveCmd() *cobra.Command {
 			if err := cfg.CheckToken(); err != nil {
 				return err
 			}
+			if err := server.CheckInitProc(); err != nil {
+				return err
+			}
 			if tc.from != "" {
 				cfg.Logger.Info("token configured", "from", tc.from)
 			}
@@ -151,8 +155,14 @@ func serveCmd() *cobra.Command {
 			if a := s.MetricsAddr(); a != "" {
 				fmt.Fprintf(os.Stderr, "shellctl: metrics without auth on http://%s/metrics\n", a)
 			}
+			if server.IsInit() {
+				cfg.Logger.Warn("running as PID 1: every orphan in the namespace is reaped, and a stop (SIGTERM) ends the running jobs and records their ends", "stop_grace", stopGrace.String())
+			}
 			<-ctx.Done()
-			cfg.Logger.Warn("stopping: running jobs keep running")
+			if server.IsInit() {
+				return s.StopAsInit(stopGrace)
+			}
+			cfg.Logger.Warn("stopping (not PID 1): running jobs keep running")
 			return s.Stop()
 		},
 	}
@@ -181,6 +191,7 @@ func serveCmd() *cobra.Command {
 	f.Var(durationFlag{&cfg.BodyReadTimeout}, "body-read-timeout", "a request's body must arrive within this once reading began; else 408 (0 = no limit)")
 	f.Var(durationFlag{&cfg.IdleTimeout}, "idle-timeout", "an idle keep-alive connection is closed after this (0 = no limit)")
 	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections open at once; over it the oldest idle one without an authorized request is closed (0 = no cap)")
+	f.Var(durationFlag{&stopGrace}, "stop-grace", "as PID 1 only: on SIGTERM each running job gets this long between SIGTERM and SIGKILL before the server exits")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request and job transition")
 	f.StringVar(&logFormat, "log-format", logFormat, "log format on stderr: text or json (one object a line)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "also serve GET /metrics on this address, without auth (e.g. 127.0.0.1:9090); /metrics on --listen always needs the token")

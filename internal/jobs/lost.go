@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -140,7 +139,7 @@ func readStat(pid int) (procStat, bool) {
 
 // killGroupAndOrphans kills, until none is left, every process in the
 // process group or session led by pid, and every child the server adopts
-// meanwhile (the orphans the kill makes); the adopted ones are reaped.
+// meanwhile (the orphans the kill makes); the reaper collects them.
 func (s *Service) killGroupAndOrphans(pid int) error {
 	self := os.Getpid()
 	// Work other jobs left running when they ended by themselves (a
@@ -168,13 +167,7 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 				continue
 			}
 			if st.state == 'Z' {
-				// Gone but for its exit status; ours to collect if we
-				// adopted it.
-				if adopted {
-					var ws unix.WaitStatus
-					unix.Wait4(p, &ws, unix.WNOHANG, nil)
-				}
-				continue
+				continue // gone but for its exit status: the reaper's
 			}
 			left++
 			unix.Kill(p, unix.SIGKILL)
@@ -217,32 +210,6 @@ func (s *Service) isRunner(pid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.runners[pid]
-}
-
-// reapAdopted collects the exit status of every child of the server that
-// is not one of its runners (their os/exec Wait collects those): the
-// server is a child subreaper, and a dead runner's orphans become its
-// children, which must not pile up as zombies (nor when it runs as a
-// container's PID 1).
-func (s *Service) reapAdopted() {
-	defer s.wg.Done()
-	ch := make(chan os.Signal, 8)
-	signal.Notify(ch, unix.SIGCHLD)
-	defer signal.Stop(ch)
-	for {
-		select {
-		case <-ch:
-		case <-s.stop:
-			return
-		}
-		for _, p := range childrenOf(os.Getpid()) {
-			if s.isRunner(p) {
-				continue
-			}
-			var ws unix.WaitStatus
-			unix.Wait4(p, &ws, unix.WNOHANG, nil)
-		}
-	}
 }
 
 // childrenOf lists pid's children from /proc/<pid>/task/*/children.

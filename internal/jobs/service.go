@@ -27,6 +27,7 @@ import (
 
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/metrics"
+	"github.com/shellctl/shellctl/internal/reaper"
 	"github.com/shellctl/shellctl/internal/reqctx"
 	"github.com/shellctl/shellctl/internal/runner"
 	"github.com/shellctl/shellctl/internal/runner/proto"
@@ -83,7 +84,7 @@ type Service struct {
 	mu   sync.Mutex
 	live map[string]*job // jobs whose end is not yet recorded
 	// runners are the pids of the runners this server started and still
-	// waits for (os/exec collects them; reapAdopted leaves them alone).
+	// waits for (the reaper hands their exit to spawn's goroutine).
 	runners map[int]bool
 	// kept are adopted processes that jobs left running when they ended
 	// by themselves: ending a lost job never kills them.
@@ -140,8 +141,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		s.log.Warn("become child subreaper: a dead runner's orphans will not be found", "err", err)
 	}
-	s.wg.Add(1)
-	go s.reapAdopted()
+	// Every child that ends is reaped, adopted orphans among them (a
+	// killed runner's job; as PID 1, any orphan of the namespace).
+	reaper.Ensure()
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
@@ -647,20 +649,24 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	// crash or upgrade, and signals to the server's group do not reach them.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	s.mu.Lock()
-	if err := cmd.Start(); err != nil {
+	// The process's one reaper collects the runner's exit (it also reaps
+	// every orphan we adopt, so nothing else may wait for a child).
+	exited, err := reaper.Start(cmd)
+	if err != nil {
 		s.mu.Unlock()
 		ours.Close()
 		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.RunnerPath, err)
 	}
-	s.runners[cmd.Process.Pid] = true
+	pid := cmd.Process.Pid // Release below clears it
+	s.runners[pid] = true
 	s.mu.Unlock()
-	// Reap the runner when it leaves (it is our child until we exit).
 	go func() {
-		err := cmd.Wait()
+		ex := <-exited
+		cmd.Process.Release()
 		s.mu.Lock()
-		delete(s.runners, cmd.Process.Pid)
+		delete(s.runners, ex.Pid)
 		s.mu.Unlock()
-		if err == nil {
+		if ex.Status.Exited() && ex.Status.ExitStatus() == 0 {
 			// A runner that left cleanly: what it leaves us is kept.
 			s.keepLeftovers()
 		}
@@ -670,7 +676,7 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("control channel: %w", err)
 	}
-	return cmd.Process.Pid, proto.NewConn(c), nil
+	return pid, proto.NewConn(c), nil
 }
 
 // forget removes j from the live jobs.

@@ -251,17 +251,32 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Stop stops accepting requests, lets the ones in flight finish (bounded),
 // and closes the database. Running jobs go on: their runners outlive us.
 func (s *Server) Stop() error {
+	err := s.shutdownHTTP()
+	s.jobs.Close()
+	if cerr := s.st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// shutdownHTTP closes the listeners and lets the requests in flight
+// finish (bounded).
+func (s *Server) shutdownHTTP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	if s.metricsHTTP != nil {
 		_ = s.metricsHTTP.Shutdown(ctx)
 	}
-	s.jobs.Close()
-	if cerr := s.st.Close(); err == nil {
-		err = cerr
-	}
 	return err
+}
+
+// log is the configured logger, or one that discards.
+func (s *Server) log() *slog.Logger {
+	if s.cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.cfg.Logger
 }
 
 // checkLimits refuses limits that cannot work.

@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+// initServer is shellctl serve as PID 1 of a PID namespace of its own (and
+// a mount namespace with that namespace's /proc), as in a container.
+type initServer struct {
+	cmd      *exec.Cmd
+	c        *client.Client
+	StateDir string
+	Home     string
+	done     chan struct{}
+	mu       sync.Mutex
+	stderr   []string
+}
+
+func startInitServer(t *testing.T, args ...string) *initServer {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a PID namespace needs root: run as root to test shellctl as PID 1")
+	}
+	s := &initServer{StateDir: filepath.Join(t.TempDir(), "state"), Home: t.TempDir(), done: make(chan struct{})}
+	// sh mounts the namespace's own proc, then becomes the server: the
+	// server is PID 1 (exec keeps the pid).
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `mount -t proc proc /proc && exec "$0" serve --listen 127.0.0.1:0 --state-dir "$@" --verbose`,
+		filepath.Join(binDir, "shellctl"), s.StateDir}, args...)...)
+	cmd.Env = []string{"HOME=" + s.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	// CLONE_NEWNS by unshare: Go then makes / private, so the proc mount
+	// stays in the new mount namespace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Unshareflags: syscall.CLONE_NEWNS}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start a process in a new PID and mount namespace here: %v", err)
+	}
+	s.cmd = cmd
+	urlCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.stderr = append(s.stderr, line)
+			s.mu.Unlock()
+			if m := serving.FindStringSubmatch(line); m != nil && !sent {
+				urlCh <- m[1]
+				sent = true
+			}
+			if testing.Verbose() {
+				fmt.Fprintln(os.Stderr, "serve(pid 1):", line)
+			}
+		}
+		cmd.Wait()
+		close(s.done)
+	}()
+	// SIGKILL of PID 1 ends every process of its namespace: nothing of
+	// the test outlives it.
+	t.Cleanup(func() { s.cmd.Process.Kill(); <-s.done })
+	select {
+	case u := <-urlCh:
+		s.c = &client.Client{BaseURL: u, HTTP: &http.Client{Timeout: 60 * time.Second}}
+	case <-s.done:
+		t.Fatalf("shellctl serve as PID 1 exited before serving:\n%s", s.log())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("shellctl serve as PID 1 did not start:\n%s", s.log())
+	}
+	return s
+}
+
+func (s *initServer) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.stderr, "\n")
+}
+
+// nsProcs lists the processes of the server's PID namespace as the host
+// numbers them, with their state letter and their pid in the namespace.
+func (s *initServer) nsProcs(t *testing.T) []nsProc {
+	t.Helper()
+	want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("pid namespace of the server: %v", err)
+	}
+	ents, _ := os.ReadDir("/proc")
+	var out []nsProc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err != nil || ns != want {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		p := nsProc{host: pid}
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			switch {
+			case len(f) >= 2 && f[0] == "State:":
+				p.state = f[1][0]
+			case len(f) >= 2 && f[0] == "NSpid:":
+				p.ns, _ = strconv.Atoi(f[len(f)-1])
+			case len(f) >= 2 && f[0] == "Name:":
+				p.name = f[1]
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+type nsProc struct {
+	host, ns int
+	state    byte
+	name     string
+}
+
+// Served as PID 1, a job whose runner is killed is ended as lost, and its
+// process — adopted by PID 1 — is reaped: no zombie stays in the namespace.
+func TestInitReapsKilledRunnersJob(t *testing.T) {
+	for _, tr := range trackers {
+		t.Run(tr.name, func(t *testing.T) { testInitReapsKilledRunnersJob(t, tr.args) })
+	}
+}
+
+func testInitReapsKilledRunnersJob(t *testing.T, args []string) {
+	s := startInitServer(t, args...)
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "echo runner=$PPID main=$$\nsleep 300 & wait\n", Timeout: 1, Cwd: s.Home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := isoParseKV(strings.ReplaceAll(res.Output, " ", "\n"))
+	runnerNS := atoiOr0(kv["runner"])
+	if runnerNS <= 1 {
+		t.Fatalf("no runner pid in %q", res.Output)
+	}
+	var runnerHost int
+	for _, p := range s.nsProcs(t) {
+		if p.ns == runnerNS {
+			runnerHost = p.host
+		}
+	}
+	if runnerHost == 0 {
+		t.Fatalf("runner %d (in the namespace) not found among %+v", runnerNS, s.nsProcs(t))
+	}
+	syscall.Kill(runnerHost, syscall.SIGKILL)
+	fxEventually(t, 10*time.Second, "the job to be lost", func() bool {
+		v, err := s.c.Status(ctx(t), res.JobID)
+		return err == nil && v.Status == "lost"
+	})
+	s.noZombies(t, "its job was lost")
+	if !strings.Contains(s.log(), "running as PID 1") {
+		t.Errorf("the log does not say the server runs as PID 1:\n%s", s.log())
+	}
+	// The server goes on serving.
+	if _, out := (&server{t: t, c: s.c}).runDone(t, client.RunRequest{Script: "echo after", Cwd: s.Home}); !strings.Contains(out, "after") {
+		t.Errorf("a job after the lost one printed %q", out)
+	}
+}
+
+// Served as PID 1, the server reaps every orphan of its namespace, not
+// only those of its runners: a process that `docker exec` or `runc exec`
+// (here nsenter) put in the namespace and that left a child behind.
+func TestInitReapsEveryOrphan(t *testing.T) {
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("nsenter (util-linux) is not installed: cannot enter the namespace as runc exec would")
+	}
+	s := startInitServer(t)
+	out, err := exec.Command("nsenter", "--target", strconv.Itoa(s.cmd.Process.Pid), "--pid", "--mount", "--",
+		"/bin/sh", "-c", "sleep 0.3 </dev/null >/dev/null 2>&1 & echo left=$!").Output()
+	if err != nil {
+		t.Skipf("nsenter into the server's namespaces: %v", err)
+	}
+	left := atoiOr0(isoParseKV(string(out))["left"])
+	if left <= 1 {
+		t.Fatalf("no orphan pid in %q", out)
+	}
+	fxEventually(t, 10*time.Second, fmt.Sprintf("the orphan (pid %d in the namespace) to end", left), func() bool {
+		for _, p := range s.nsProcs(t) {
+			if p.ns == left && p.state != 'Z' {
+				return false
+			}
+		}
+		return true
+	})
+	s.noZombies(t, "an orphan adopted by PID 1 ended")
+}
+
+// noZombies fails unless, within 3 s, no process of the namespace is a
+// zombie.
+func (s *initServer) noZombies(t *testing.T, after string) {
+	t.Helper()
+	var zombies []nsProc
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		zombies = zombies[:0]
+		for _, p := range s.nsProcs(t) {
+			if p.state == 'Z' {
+				zombies = append(zombies, p)
+			}
+		}
+		if len(zombies) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zombies stay in the namespace of shellctl as PID 1 3 s after %s: %+v", after, zombies)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// SIGTERM to shellctl as PID 1 ends its running jobs through the ladder —
+// one that ignores SIGTERM is killed after the grace — and records every
+// end before it exits, within a second; a server started afterwards on the
+// same state dir reads those ends (not jobs lost with the namespace).
+func TestInitStopEndsAndRecordsJobs(t *testing.T) {
+	s := startInitServer(t)
+	var ids []string
+	for _, req := range []client.RunRequest{
+		{Script: "trap '' TERM\necho ready\nsleep 300\n", Mode: "pty"},
+		{Script: "echo ready; sleep 301", Mode: "stdio"},
+		{Script: "sleep 302 & sleep 303 & echo ready; wait", Mode: "stdio"},
+	} {
+		req.Timeout, req.Cwd = 5, s.Home
+		res, err := s.c.Run(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done || !strings.Contains(res.Output, "ready") {
+			t.Fatalf("job %q did not start running: %+v", req.Script, res)
+		}
+		ids = append(ids, res.JobID)
+	}
+	_, doneOut := (&server{t: t, c: s.c}).runDone(t, client.RunRequest{Script: "echo finished", Cwd: s.Home})
+	if !strings.Contains(doneOut, "finished") {
+		t.Fatalf("a finished job printed %q", doneOut)
+	}
+	sent := time.Now()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("shellctl as PID 1 did not exit 10 s after SIGTERM:\n%s", s.log())
+	}
+	took := time.Since(sent)
+	if !s.cmd.ProcessState.Success() {
+		t.Errorf("shellctl as PID 1 exited %v after SIGTERM:\n%s", s.cmd.ProcessState, s.log())
+	}
+	if took > time.Second {
+		t.Errorf("shellctl as PID 1 took %v to stop after SIGTERM, over a second", took)
+	}
+	if !strings.Contains(s.log(), "stopping as PID 1") {
+		t.Errorf("the log does not say the stop ends the jobs as PID 1:\n%s", s.log())
+	}
+	// A server outside any namespace, on the same state dir, reads what
+	// was recorded.
+	after := startServer(t, serverOpts{stateDir: s.StateDir, home: s.Home})
+	for _, id := range ids {
+		code, body, err := after.c.Do(ctx(t), "GET", "/v1/jobs/"+id+"/record", nil)
+		if err != nil || code != 200 {
+			t.Fatalf("record of %s: %d %s %v", id, code, body, err)
+		}
+		var rec struct {
+			Status string  `json:"status"`
+			Reason *string `json:"reason"`
+			Ended  *string `json:"ended_at"`
+		}
+		if err := json.Unmarshal(body, &rec); err != nil {
+			t.Fatal(err)
+		}
+		reason := "<nil>"
+		if rec.Reason != nil {
+			reason = *rec.Reason
+		}
+		if rec.Status != "terminated" || reason != "terminate_requested" || rec.Ended == nil {
+			t.Errorf("job %s after the PID 1 stop: status %q reason %s ended_at %v; want terminated by terminate_requested, its end recorded", id, rec.Status, reason, rec.Ended)
+		}
+	}
+	t.Logf("SIGTERM to exit: %v", took)
+}
