@@ -1,10 +1,14 @@
+//go:build !shellctl_stream_client
+
 package main
 
 // A stand-in reader of GET /v1/jobs/{id}/stream (extended-api.md §1) for
 // as long as internal/client has no stream client of its own: the events
 // the command line needs (output, state, end), one connection, no resume.
-// It goes when client.Stream comes; the code that uses it sees only
-// openStream and streamEvent.
+// It goes when client.Stream comes (the stream helper's
+// internal/client/stream.go): delete this file and the build line of
+// stream_adapter.go, which maps the same names onto client.Stream. The
+// code that uses it sees only openStream, jobStream and streamEvent.
 
 import (
 	"bufio"
