@@ -18,7 +18,7 @@ import (
 
 var recordKeys = []string{"job_id", "status", "done", "exit_code", "signal", "reason", "message", "mode", "cwd", "home",
 	"terminal", "session_id", "env_names", "created_at", "started_at", "ended_at", "output_bytes", "stderr_bytes",
-	"output_complete", "input_wait", "pid", "pgid", "isolation", "limits", "usage", "idempotency_key"}
+	"output_complete", "input_wait", "screen_available", "pid", "pgid", "isolation", "limits", "usage", "idempotency_key"}
 
 type recLimits struct {
 	RuntimeMS   *int64 `json:"runtime_ms"`
@@ -47,9 +47,11 @@ type record struct {
 	OutputBytes    int64    `json:"output_bytes"`
 	StderrBytes    int64    `json:"stderr_bytes"`
 	OutputComplete bool     `json:"output_complete"`
-	PID            *int     `json:"pid"`
-	Pgid           *int     `json:"pgid"`
-	Isolation      *struct {
+	// screen_available: e2e/screen_test.go
+	ScreenAvailable bool `json:"screen_available"`
+	PID             *int `json:"pid"`
+	Pgid            *int `json:"pgid"`
+	Isolation       *struct {
 		Enabled bool     `json:"enabled"`
 		Scoped  []string `json:"scoped"`
 		Error   *string  `json:"error"`

@@ -275,6 +275,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		} else {
 			s.resize(w, r, parts[1])
 		}
+	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "screen" || parts[2] == "keys"):
+		s.screenRoute(w, r, parts[1], parts[2]) // screen.go
 	case len(parts) == 4 && parts[0] == "jobs" && parts[2] == "log" && parts[3] == "tail":
 		if r.Method != http.MethodGet {
 			methodNotAllowed(w, r, "GET")
@@ -316,6 +318,8 @@ var errorCodes = []struct {
 	{jobs.ErrNotFound, http.StatusNotFound, "job_not_found"},
 	{jobs.ErrNotRunning, http.StatusConflict, "job_not_running"},
 	{jobs.ErrInputUnsupported, http.StatusConflict, "input_unsupported"},
+	{jobs.ErrScreenUnsupported, http.StatusConflict, "screen_unsupported"},
+	{jobs.ErrScreenUnavailable, http.StatusConflict, "screen_unavailable"},
 	{jobs.ErrJobRunning, http.StatusConflict, "job_running"},
 	{jobs.ErrInvalidOffset, http.StatusBadRequest, "invalid_offset"},
 	{jobs.ErrTooManyJobs, http.StatusTooManyRequests, "too_many_jobs"},

@@ -20,6 +20,7 @@ import (
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/runner"
 	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/screen"
 	"github.com/shellctl/shellctl/internal/store"
 )
 
@@ -30,32 +31,35 @@ const RecordTime = "2006-01-02T15:04:05.000Z"
 // Record is the full job record (GET /v1/jobs/{id}/record), in the key
 // order of the spec's table.
 type Record struct {
-	JobID          string        `json:"job_id"`
-	Status         string        `json:"status"`
-	Done           bool          `json:"done"`
-	ExitCode       *int          `json:"exit_code"`
-	Signal         *string       `json:"signal"`
-	Reason         *string       `json:"reason"`
-	Message        *string       `json:"message"`
-	Mode           string        `json:"mode"`
-	Cwd            string        `json:"cwd"`
-	Home           string        `json:"home"`
-	Terminal       *Terminal     `json:"terminal"`
-	SessionID      *string       `json:"session_id"`
-	EnvNames       []string      `json:"env_names"`
-	CreatedAt      string        `json:"created_at"`
-	StartedAt      *string       `json:"started_at"`
-	EndedAt        *string       `json:"ended_at"`
-	OutputBytes    int64         `json:"output_bytes"`
-	StderrBytes    int64         `json:"stderr_bytes"`
-	OutputComplete bool          `json:"output_complete"`
-	InputWait      *bool         `json:"input_wait"`
-	PID            *int          `json:"pid"`
-	Pgid           *int          `json:"pgid"`
-	Isolation      *RecordIsol   `json:"isolation"`
-	Limits         RecordLimits  `json:"limits"`
-	Usage          *runner.Usage `json:"usage"`
-	IdempotencyKey *string       `json:"idempotency_key"`
+	JobID          string    `json:"job_id"`
+	Status         string    `json:"status"`
+	Done           bool      `json:"done"`
+	ExitCode       *int      `json:"exit_code"`
+	Signal         *string   `json:"signal"`
+	Reason         *string   `json:"reason"`
+	Message        *string   `json:"message"`
+	Mode           string    `json:"mode"`
+	Cwd            string    `json:"cwd"`
+	Home           string    `json:"home"`
+	Terminal       *Terminal `json:"terminal"`
+	SessionID      *string   `json:"session_id"`
+	EnvNames       []string  `json:"env_names"`
+	CreatedAt      string    `json:"created_at"`
+	StartedAt      *string   `json:"started_at"`
+	EndedAt        *string   `json:"ended_at"`
+	OutputBytes    int64     `json:"output_bytes"`
+	StderrBytes    int64     `json:"stderr_bytes"`
+	OutputComplete bool      `json:"output_complete"`
+	InputWait      *bool     `json:"input_wait"`
+	// ScreenAvailable: GET …/screen answers (a pty job whose terminal
+	// is within what is emulated).
+	ScreenAvailable bool          `json:"screen_available"`
+	PID             *int          `json:"pid"`
+	Pgid            *int          `json:"pgid"`
+	Isolation       *RecordIsol   `json:"isolation"`
+	Limits          RecordLimits  `json:"limits"`
+	Usage           *runner.Usage `json:"usage"`
+	IdempotencyKey  *string       `json:"idempotency_key"`
 }
 
 // Terminal is a pty job's terminal size.
@@ -255,6 +259,7 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 	}
 	if row.Mode == "pty" && row.Cols > 0 {
 		rec.Terminal = &Terminal{Cols: row.Cols, Rows: row.Rows}
+		rec.ScreenAvailable = screen.Fits(row.Cols, row.Rows)
 	}
 	if row.SessionID != "" {
 		rec.SessionID = &row.SessionID

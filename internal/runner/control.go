@@ -163,6 +163,13 @@ func (r *Runner) serve(c *proto.Conn) {
 				<-r.done
 				c.Send(&proto.Msg{T: proto.TAck, ID: id})
 			}()
+		case proto.TScreen: // screen.go
+			go func() {
+				b, why := r.screenOf(m.Scrollback)
+				c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Screen: b, Err: why})
+			}()
+		case proto.TKeys:
+			go func() { c.Send(r.keys(m)) }()
 		case proto.TExitAck:
 			r.ackOnce.Do(func() { close(r.exitAck) })
 		default:

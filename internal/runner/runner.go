@@ -96,6 +96,7 @@ type Runner struct {
 	ptyMaster    *os.File // the terminal made ahead (openTerminal)
 	ptySlave     *os.File
 	pumpDone     chan struct{} // closed when all output is on disk
+	screen       *screenFeed   // pty: the job's screen (screen.go), set under mu
 	inputCh      chan []byte
 
 	// the cgroup limits asked of prestart, and what the tracker applied

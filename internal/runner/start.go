@@ -71,11 +71,13 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	r.master = master
 	r.mu.Unlock()
 	r.pumpDone = make(chan struct{})
+	src := r.startScreen(master) // screen.go
 	go func() {
 		defer close(r.pumpDone)
-		if err := sanitize.Pump(master, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
+		if err := sanitize.Pump(src, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
 			r.log.Warn("copy terminal output", "err", err)
 		}
+		r.saveScreen()
 	}()
 	go r.writeInput()
 	r.afterStart(l)
@@ -328,6 +330,7 @@ func (r *Runner) resize(cols, rows int) string {
 	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return err.Error()
 	}
+	r.resizeScreen(cols, rows)
 	return ""
 }
 

@@ -30,6 +30,10 @@ const (
 	TSignal    = "signal"   // send Signal to Target ("foreground", "group", "tree")
 	TExitAck   = "exit_ack" // the server recorded the exit: the runner may leave
 	TAssign    = "assign"   // to a pooled runner: run the job of Spec
+
+	// screen (pty jobs): the ack carries Screen, the JSON of the screen.
+	TScreen = "screen" // the screen now, with Scrollback rows of scrollback
+	TKeys   = "keys"   // type Keys, then the screen once the terminal is quiet
 )
 
 // Msg is every message; only the fields of its type are set.
@@ -72,6 +76,15 @@ type Msg struct {
 
 	// ack
 	Err string `json:"err,omitempty"`
+
+	// screen: Keys (names or text) to type; Scrollback rows asked for;
+	// QuietMS and TimeoutMS of a keys request's settling (0: defaults);
+	// Screen in the ack.
+	Keys       []string        `json:"keys,omitempty"`
+	Scrollback int             `json:"scrollback,omitempty"`
+	QuietMS    int             `json:"quiet_ms,omitempty"`
+	TimeoutMS  int             `json:"timeout_ms,omitempty"`
+	Screen     json.RawMessage `json:"screen,omitempty"`
 }
 
 // Stream is a connected socket: a *net.UnixConn on the server's side, an

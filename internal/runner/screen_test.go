@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/screen"
+)
+
+func snap(t *testing.T, f *screenFeed) screen.Snapshot {
+	t.Helper()
+	now := time.Now()
+	f.settle(now, 0, now.Add(5*time.Second), f.done)
+	b, why := f.snapshot(0)
+	if why != "" {
+		t.Fatalf("snapshot: %s", why)
+	}
+	var s screen.Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestScreenFeedResizeInOrder: a resize applies between the bytes read
+// before it and those after.
+func TestScreenFeedResizeInOrder(t *testing.T) {
+	f := newScreenFeed(20, 3)
+	defer f.close()
+	f.put([]byte(strings.Repeat("x", 15)))
+	f.resize(10, 4)
+	f.put([]byte("\r\nab"))
+	s := snap(t, f)
+	if s.Cols != 10 || s.Rows != 4 || s.Lines[0] != strings.Repeat("x", 10) || s.Lines[1] != "ab" {
+		t.Fatalf("after resize: %+v", s)
+	}
+	f.resize(1000, 1000)
+	now := time.Now()
+	f.settle(now, 0, now.Add(5*time.Second), f.done)
+	if _, why := f.snapshot(0); !strings.HasPrefix(why, screenErrTooLarge) {
+		t.Fatalf("a 1000x1000 screen: %q", why)
+	}
+	f.resize(8, 2)
+	f.put([]byte("again"))
+	if s := snap(t, f); s.Cols != 8 || s.Lines[0] != "again" {
+		t.Fatalf("emulated again: %+v", s)
+	}
+}
+
+// TestScreenFeedBounded: the output waits for the emulator only once it is
+// screenQueue behind, and no byte is lost.
+func TestScreenFeedBounded(t *testing.T) {
+	f := newScreenFeed(40, 5)
+	defer f.close()
+	f.tmu.Lock() // the emulator cannot feed
+	f.put([]byte("first\r\n"))
+	f.kick()
+	// Wait until the emulator took that batch and is stuck feeding it.
+	for {
+		f.mu.Lock()
+		n := len(f.buf)
+		f.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	chunk := []byte(strings.Repeat("0123456789abcdef", 4095/16) + "\r\n")
+	done := make(chan int)
+	go func() {
+		n := 0
+		for range 2 * screenQueue / len(chunk) {
+			f.put(chunk)
+			n++
+		}
+		f.put([]byte("last line\r\n"))
+		done <- n
+	}()
+	// The queue fills to its bound, then the writer waits.
+	for {
+		f.mu.Lock()
+		n := len(f.buf)
+		f.mu.Unlock()
+		if n > screenQueue-len(chunk) {
+			if n > screenQueue {
+				t.Fatalf("queue holds %d bytes, over its bound %d", n, screenQueue)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("the writer did not wait for an emulator 4 MiB behind")
+	case <-time.After(200 * time.Millisecond):
+	}
+	f.tmu.Unlock()
+	<-done
+	s := snap(t, f)
+	if s.Lines[3] != "last line" {
+		t.Fatalf("after the queue drained: %q", s.Lines)
+	}
+}
+
+// TestScreenFeedSettle: keys are answered after the terminal went quiet.
+func TestScreenFeedSettle(t *testing.T) {
+	f := newScreenFeed(40, 5)
+	defer f.close()
+	start := time.Now()
+	go func() {
+		for i := range 5 {
+			time.Sleep(30 * time.Millisecond)
+			f.put([]byte{'a' + byte(i)})
+		}
+	}()
+	f.settle(start, 100*time.Millisecond, start.Add(5*time.Second), f.done)
+	b, _ := f.snapshot(0)
+	if !strings.Contains(string(b), `"abcde"`) || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("settled after %v with %s", time.Since(start), b)
+	}
+}

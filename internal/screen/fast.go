@@ -1,0 +1,335 @@
+package screen
+
+// Fast-forward through floods of plain lines.
+//
+// The emulator costs a few hundred nanoseconds a character and, worse, a
+// copy of the whole screen for every line that scrolls: fed a build log
+// as it comes, it would manage a few MB/s where a pty carries sixty. But of
+// a flood of lines printed at the bottom of the screen only the last
+// screenful is ever on the screen; the rest goes to the scrollback. So when
+// the input holds a run of at least a screenful of plain lines (printable
+// ASCII and SGR colour sequences, each ended by CR LF), the cursor is at the
+// start of the bottom row and nothing is in the way (main screen, the whole
+// screen is the scroll region, no left/right margins, autowrap on, the
+// ASCII character set), the lines that would scroll off go straight to the
+// scrollback as text, and the emulator is given only what leaves it in the
+// same state: the colour sequences of the skipped lines (the pen), then
+// the last screenful drawn row by row from the top. The screen that
+// results is the one feeding every byte would give; TestFastForwardSame
+// checks it against the emulator fed byte by byte.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+)
+
+// printable: the bytes of plain text (printable ASCII).
+var printable = func() (t [256]bool) {
+	for b := 0x20; b <= 0x7e; b++ {
+		t[b] = true
+	}
+	return t
+}()
+
+// printable8 reports whether the 8 bytes of w are all printable ASCII:
+// none has its high bit, none is below 0x20 (a borrow reaches the high bit
+// of a byte below), and none is 0x7f (adding one carries into the high bit).
+func printable8(w uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	return w&hi == 0 && (w-0x20*lo)&^w&hi == 0 && (w+lo)&hi == 0
+}
+
+// plainLines returns the ends (just past CR LF) of the plain lines at
+// the start of p, stopping at the first byte that is not part of one.
+//
+// An erase to the end of the row right after a row's last column is
+// filled is not plain: there it erases that column's character, and the
+// next character takes its place instead of wrapping.
+func plainLines(p []byte, cols int, ends []int) []int {
+	ends = ends[:0]
+	i := 0
+	for {
+		j := i
+		n := 0
+		for j < len(p) {
+			if j+8 <= len(p) && printable8(binary.LittleEndian.Uint64(p[j:])) {
+				j += 8
+				n += 8
+				continue
+			}
+			b := p[j]
+			if printable[b] {
+				j++
+				n++
+				continue
+			}
+			if b == 0x1b {
+				k := sgrEnd(p, j)
+				if k < 0 || (p[k-1] == 'K' && n > 0 && n%cols == 0) {
+					return ends
+				}
+				j = k
+				continue
+			}
+			break
+		}
+		if j+1 < len(p) && p[j] == '\r' && p[j+1] == '\n' {
+			i = j + 2
+			ends = append(ends, i)
+			continue
+		}
+		return ends
+	}
+}
+
+// sgrEnd is the end of the sequence at p[i] that a plain line may hold
+// (SGR: ESC [ digits ; : m; erase to the end of the row: ESC [ K or
+// ESC [ 0 K, which on a row written from its start erases nothing), or -1
+// when there is none.
+func sgrEnd(p []byte, i int) int {
+	if i+1 >= len(p) || p[i+1] != '[' {
+		return -1
+	}
+	for j := i + 2; j < len(p) && j < i+2+64; j++ {
+		b := p[j]
+		switch {
+		case b == 'm':
+			return j + 1
+		case b == 'K':
+			if j == i+2 || (j == i+3 && p[i+2] == '0') {
+				return j + 1
+			}
+			return -1
+		case (b >= '0' && b <= '9') || b == ';' || b == ':':
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// span is one screen row's bytes in the input.
+type span struct{ a, b int }
+
+// splitRows cuts the line p[a:b] (its CR LF excluded) into screen rows of
+// cols characters.
+func splitRows(p []byte, a, b, cols int, rows []span) []span {
+	if b-a <= cols {
+		// At most cols bytes: one row, whatever SGRs it holds.
+		return append(rows, span{a, b})
+	}
+	start, n := a, 0
+	for i := a; i < b; {
+		if p[i] == 0x1b {
+			i = sgrEnd(p, i)
+			continue
+		}
+		if n == cols {
+			rows = append(rows, span{start, i})
+			start, n = i, 0
+		}
+		n++
+		i++
+	}
+	return append(rows, span{start, b})
+}
+
+// text is the row's characters without its SGR sequences, trailing
+// blanks trimmed.
+func text(p []byte) string {
+	if bytes.IndexByte(p, 0x1b) < 0 {
+		return string(bytes.TrimRight(p, " "))
+	}
+	var b strings.Builder
+	b.Grow(len(p))
+	for i := 0; i < len(p); {
+		if p[i] == 0x1b {
+			i = sgrEnd(p, i)
+			continue
+		}
+		b.WriteByte(p[i])
+		i++
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// sgrs appends the SGR sequences of p to out, starting over at one that
+// resets the pen (its first parameter empty or 0): what came before it no
+// longer matters.
+func sgrs(p []byte, out []byte) []byte {
+	for i := 0; i < len(p); {
+		j := bytes.IndexByte(p[i:], 0x1b)
+		if j < 0 {
+			break
+		}
+		i += j
+		k := sgrEnd(p, i)
+		seq := p[i:k]
+		if seq[len(seq)-1] != 'm' {
+			i = k
+			continue
+		}
+		first := seq[2:]
+		if j := strings.IndexAny(string(first), ";:m"); j >= 0 {
+			first = first[:j]
+		}
+		if len(first) == 0 || string(first) == "0" {
+			out = out[:0]
+		}
+		out = append(out, seq...)
+		i = k
+	}
+	return out
+}
+
+// pending is a screen the emulator has not been given yet: the pen
+// (SGR sequences) to apply, then these rows drawn from the top, the bottom
+// row blank and the cursor at its start. While a flood goes on, rows move
+// through it into the scrollback without the emulator doing anything.
+// Whatever the emulator's screen holds meanwhile does not matter:
+// materialize draws over every row.
+type pending struct {
+	rows [][]byte // at most rows-1, each a copy of one row's bytes
+	pen  []byte
+}
+
+// maxFrag bounds the start of a plain line held back while a flood is
+// pending, waiting for its CR LF.
+const maxFrag = 16 << 10
+
+// penFlush: a pen longer than this goes to the emulator at once (a pen
+// only changes the emulator's pen, never what its screen shows).
+const penFlush = 1 << 10
+
+// plain reports whether the fast path may run in the emulator's state.
+func (t *Term) plain() bool {
+	return t.stOK && t.st.ground() && !t.emu.IsAltScreen() && t.st.fullRegion(0, t.cols, t.rows) && t.st.plainText()
+}
+
+// fastForward takes a run of plain lines at the start of p, when there is
+// one and the state allows (see the top of this file), and returns how
+// many bytes it took (0: none; feed p as usual).
+func (t *Term) fastForward(p []byte) int {
+	if !t.plain() {
+		return 0
+	}
+	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || pos.X != 0 {
+		return 0
+	}
+	t.runs = plainLines(p, t.cols, t.runs)
+	ends := t.runs
+	if len(ends) < 2 {
+		return 0
+	}
+	// The first line as usual: it is written over whatever the bottom
+	// row holds, then scrolls up. The bottom row is blank after it.
+	t.feed(p[:ends[0]])
+	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || pos.X != 0 || !t.plain() {
+		return ends[0]
+	}
+	// From here the screen is pending: its rows above the bottom one, as
+	// text (what is drawn again is their characters; their colours are
+	// not reported), then the further lines, each scrolling it by a row.
+	t.pend = &pending{rows: make([][]byte, 0, t.rows)}
+	for y := range t.rows - 1 {
+		t.pend.rows = append(t.pend.rows, []byte(t.row(y)))
+	}
+	t.extend(p[ends[0]:ends[len(ends)-1]], ends[1:], ends[0])
+	return ends[len(ends)-1]
+}
+
+// extend adds the plain lines of p (ends: where each ends in the input
+// p came from, base: where p starts there) to the pending screen.
+func (t *Term) extend(p []byte, ends []int, base int) {
+	keep := t.rows - 1
+	rows := t.spans[:0]
+	start := 0
+	for _, e := range ends {
+		rows = splitRows(p, start, e-base-2, t.cols, rows)
+		start = e - base
+	}
+	t.spans = rows
+	drop := max(0, len(t.pend.rows)+len(rows)-keep)
+	// The oldest rows scroll off: first those pending, then new ones.
+	if d := min(drop, len(t.pend.rows)); d > 0 {
+		for _, r := range t.pend.rows[:d] {
+			t.sb.push(r)
+			t.pend.pen = sgrs(r, t.pend.pen)
+		}
+		t.pend.rows = append(t.pend.rows[:0], t.pend.rows[d:]...)
+		drop -= d
+	}
+	// One copy of the new rows' bytes for all of them: the rows are
+	// consecutive, so what the scrollback and the pending screen keep of
+	// these copies is their own bytes and at most one partial copy.
+	first := max(0, drop-ScrollbackLines)
+	if first < len(rows) {
+		base := rows[first].a
+		buf := append([]byte(nil), p[base:rows[len(rows)-1].b]...)
+		row := func(r span) []byte { return buf[r.a-base : r.b-base : r.b-base] }
+		if drop > 0 {
+			for _, r := range rows[first:drop] {
+				t.sb.push(row(r))
+			}
+		}
+		for _, r := range rows[drop:] {
+			t.pend.rows = append(t.pend.rows, row(r))
+		}
+	}
+	if drop > 0 {
+		t.pend.pen = sgrs(p[rows[0].a:rows[drop-1].b], t.pend.pen)
+	}
+	if len(t.pend.pen) > penFlush {
+		_, _ = t.emu.Write(t.pend.pen)
+		t.pend.pen = t.pend.pen[:0]
+	}
+}
+
+// materialize gives the emulator the pending screen.
+func (t *Term) materialize() {
+	if t.pend == nil {
+		return
+	}
+	out := append([]byte(nil), t.pend.pen...)
+	out = append(out, "\x1b[H"...)
+	for _, r := range t.pend.rows {
+		out = append(out, "\x1b[2K"...)
+		out = append(out, r...)
+		out = append(out, '\r', '\n')
+	}
+	out = append(out, "\x1b[2K"...)
+	t.pend = nil
+	_, _ = t.emu.Write(out)
+	t.drain()
+}
+
+// plainPrefix reports whether p could be the start of a plain line: what
+// a flood's read ends with.
+func plainPrefix(p []byte) bool {
+	for j := 0; j < len(p); {
+		b := p[j]
+		switch {
+		case b >= 0x20 && b <= 0x7e:
+			j++
+		case b == 0x1b:
+			k := sgrEnd(p, j)
+			if k < 0 {
+				// An SGR cut short by the end of p.
+				for i := j + 1; i < len(p); i++ {
+					c := p[i]
+					if !(i == j+1 && c == '[') && !((c >= '0' && c <= '9') || c == ';' || c == ':') {
+						return false
+					}
+				}
+				return len(p)-j <= 66
+			}
+			j = k
+		case b == '\r' && j == len(p)-1:
+			return true
+		default:
+			return false
+		}
+	}
+	return true
+}
