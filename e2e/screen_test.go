@@ -458,3 +458,34 @@ func TestScreenMemoryBounded(t *testing.T) {
 	}
 	t.Logf("runner RSS: %d KiB after 100 lines, %d KiB after 100 000", small>>10, big>>10)
 }
+
+// Keys answer as soon as the program waits for input again after reading
+// them (input-wait), not after the quiet period: here quiet_ms is 4 s and
+// the answer comes long before, with the program's reaction on the screen.
+func TestScreenKeysSettleOnInputWait(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	id := runPTY(t, s, `while read -r -p 'cmd> ' l; do echo "got [$l]"; done`, 80, 24)
+	s.screenShows(t, id, "cmd>")
+	for i := 0; i < 3; i++ {
+		word := fmt.Sprintf("w%d", i)
+		start := time.Now()
+		sc, err := s.c.Keys(ctx(t), id, client.KeysRequest{Keys: []string{word, "Enter"}, QuietMS: 4000, TimeoutMS: 10000})
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took > 2*time.Second {
+			t.Fatalf("keys answered after %v: it waited for the quiet period, not for the prompt", took)
+		}
+		found := false
+		for _, l := range sc.Lines {
+			if strings.Contains(l, "got ["+word+"]") {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("keys answered in %v without the program's reaction to %q:\n%s", took, word, strings.Join(sc.Lines, "\n"))
+		}
+		t.Logf("keys %d answered in %v", i, took)
+	}
+}

@@ -69,6 +69,9 @@ type waitFields struct {
 	Timeout     *float64 `json:"timeout"`
 	OutputLimit *int64   `json:"output_limit"`
 	IdleFlush   *float64 `json:"idle_flush_seconds"`
+	// ReturnOnInputWait (extended API §4): answer as soon as a pty job
+	// waits for input. No effect on stdio jobs, which have no terminal.
+	ReturnOnInputWait *bool `json:"return_on_input_wait"`
 }
 
 // params fills the defaults of a wait. defTimeout applies when timeout is
@@ -95,6 +98,7 @@ func (f *waitFields) params(defTimeout time.Duration, nonPositiveIsDefault bool)
 	if f.IdleFlush != nil && *f.IdleFlush > 0 && capSeconds(*f.IdleFlush, maxIdleFlush) > 0 {
 		p.Idle = capSeconds(*f.IdleFlush, maxIdleFlush)
 	}
+	p.ReturnOnInputWait = f.ReturnOnInputWait != nil && *f.ReturnOnInputWait
 	return p
 }
 

@@ -32,6 +32,10 @@ func statusJSON(v *jobs.StatusView) wire.JobStatus {
 		CreatedAt: apiTime(v.CreatedAt), StartedAt: optTime(v.StartedAt), EndedAt: optTime(v.EndedAt), Offset: v.Offset}
 }
 
+// InputWaitHeader says, on every JobResult answer for a pty job, whether
+// the job waits for input at answer time ("1" or "0").
+const InputWaitHeader = "X-Shellctl-Input-Wait"
+
 // writeResult answers a JobResult. It is the answer that carries output
 // windows of up to 512 KiB, so it is written by hand into a pooled buffer:
 // the same bytes encoding/json would produce for wire.JobResult (a test
@@ -42,6 +46,15 @@ func writeResult(w http.ResponseWriter, r *jobs.Result) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if r.InputWait != nil {
+		// Extended API §4: pty jobs only; a header, so the body stays
+		// exactly the compatible JobResult.
+		v := "0"
+		if *r.InputWait {
+			v = "1"
+		}
+		h.Set(InputWaitHeader, v)
+	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	if cap(b) <= maxPooledResult {

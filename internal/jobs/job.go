@@ -42,6 +42,14 @@ type job struct {
 	lastGrow  time.Time
 	changed   chan struct{}
 
+	// input-wait (spec/extended-api.md §4; inputwait.go): the runner's
+	// last word on whether the job's foreground process is blocked
+	// reading its terminal, and how many inputs it had written then;
+	// inputSent is the number of the last input it acknowledged.
+	inputWait    bool
+	inputWaitSeq int64
+	inputSent    int64
+
 	conn    *proto.Conn
 	inputMu sync.Mutex // one input's pieces at a time
 	nextID  int64
@@ -114,6 +122,8 @@ func (s *Service) follow(j *job, c *proto.Conn) {
 		case proto.TExit:
 			s.applyExit(j, c, m)
 			return
+		case proto.TInputWait:
+			s.applyInputWait(j, m)
 		case proto.TAck:
 			j.deliver(m)
 		}
@@ -154,6 +164,9 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	}
 	if m.Isolation != "" {
 		j.isolation = m.Isolation
+	}
+	if m.T == proto.TState {
+		j.inputWait, j.inputWaitSeq = m.Waiting, m.InputSeq // input-wait
 	}
 	if m.PID != 0 && (j.status == store.StatusCreated || j.status == store.StatusStarting) && (m.Status == store.StatusRunning || m.T == proto.TRunning) {
 		j.status = store.StatusRunning

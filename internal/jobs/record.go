@@ -261,6 +261,15 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 		rec.Terminal = &Terminal{Cols: row.Cols, Rows: row.Rows}
 		rec.ScreenAvailable = screen.Fits(row.Cols, row.Rows)
 	}
+	if row.Mode == "pty" {
+		// input-wait: looked at now while the job runs, false once it is
+		// done; null for stdio jobs, which have no terminal.
+		w := false
+		if j != nil && !rec.Done {
+			w = s.inputWaitNow(ctx, j)
+		}
+		rec.InputWait = &w
+	}
 	if row.SessionID != "" {
 		rec.SessionID = &row.SessionID
 	}
@@ -418,11 +427,12 @@ func (s *Service) Resize(ctx context.Context, id string, cols, rows int) error {
 // timeout 0. A pty job's stderr is its terminal (output.log): its stderr
 // reads as empty.
 func (s *Service) Stderr(ctx context.Context, id string, wp WaitParams) (*Result, error) {
-	var status string
+	var status, mode string
 	var exitCode *int
-	if j := s.lookup(id); j != nil {
+	j := s.lookup(id)
+	if j != nil {
 		sn := j.look()
-		status, exitCode = sn.status, sn.exitCode
+		status, exitCode, mode = sn.status, sn.exitCode, sn.mode
 	} else {
 		row, err := s.st.Get(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -431,12 +441,13 @@ func (s *Service) Stderr(ctx context.Context, id string, wp WaitParams) (*Result
 		if err != nil {
 			return nil, err
 		}
-		status, exitCode = row.Status, row.ExitCode
+		status, exitCode, mode = row.Status, row.ExitCode, row.Mode
 	}
 	done := store.IsTerminal(status)
 	size := lsize(filepath.Join(runner.JobDir(s.cfg.StateDir, id), runner.StderrFile))
 	if wp.Offset > size {
 		return nil, errorf(ErrInvalidOffset, "offset %d is past the end of stderr (%d bytes)", wp.Offset, size)
 	}
-	return s.windowOf(id, runner.StderrFile, status, exitCode, wp, size, done)
+	res, err := s.windowOf(id, runner.StderrFile, status, exitCode, wp, size, done)
+	return s.withInputWait(ctx, res, mode, j), err
 }

@@ -20,6 +20,9 @@ type WaitParams struct {
 	Timeout time.Duration // 0: look once
 	Limit   int
 	Idle    time.Duration
+	// ReturnOnInputWait: answer as soon as the job waits for input
+	// (input-wait, pty jobs), not only after Idle of silence.
+	ReturnOnInputWait bool
 }
 
 // Result is a JobResult.
@@ -32,6 +35,9 @@ type Result struct {
 	Output     string
 	Offset     int64
 	Truncated  bool
+	// InputWait is input-wait at answer time, for pty jobs (nil: stdio,
+	// and the answer carries no X-Shellctl-Input-Wait).
+	InputWait *bool
 }
 
 // StatusView is a JobStatusView.
@@ -44,13 +50,18 @@ type StatusView struct {
 	StartedAt *time.Time
 	EndedAt   *time.Time
 	Offset    int64
+	// InputWait: the job's foreground process is blocked reading its
+	// terminal, as its runner last said (pty jobs; input-wait). The job's
+	// change notification fires when it changes.
+	InputWait bool
 }
 
 // view is the job's status as its events tell it.
 func (j *job) view() *StatusView {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	v := &StatusView{JobID: j.id, Status: j.status, Done: store.IsTerminal(j.status), ExitCode: j.exitCode, CreatedAt: j.created}
+	v := &StatusView{JobID: j.id, Status: j.status, Done: store.IsTerminal(j.status), ExitCode: j.exitCode, CreatedAt: j.created,
+		InputWait: j.waitingLocked()}
 	if !j.started.IsZero() {
 		t := j.started.UTC()
 		v.StartedAt = &t
@@ -70,12 +81,15 @@ type snapshot struct {
 	lastGrow time.Time
 	changed  chan struct{}
 	mode     string
+	// inputWait: the job waits for input (input-wait)
+	inputWait bool
 }
 
 func (j *job) look() snapshot {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return snapshot{status: j.status, exitCode: j.exitCode, size: j.size, lastGrow: j.lastGrow, changed: j.changed, mode: j.mode}
+	return snapshot{status: j.status, exitCode: j.exitCode, size: j.size, lastGrow: j.lastGrow, changed: j.changed, mode: j.mode,
+		inputWait: j.waitingLocked()}
 }
 
 func (s *Service) outputPath(id string) string {
@@ -131,7 +145,8 @@ func (s *Service) finished(ctx context.Context, id string, wp WaitParams) (*Resu
 	if wp.Offset > size {
 		return nil, errorf(ErrInvalidOffset, "offset %d is past the end of the output (%d bytes)", wp.Offset, size)
 	}
-	return s.window(id, row.Status, row.ExitCode, wp, size, true)
+	res, err := s.window(id, row.Status, row.ExitCode, wp, size, true)
+	return s.withInputWait(ctx, res, row.Mode, nil), err
 }
 
 func (s *Service) window(id, status string, exitCode *int, wp WaitParams, size int64, final bool) (*Result, error) {
@@ -168,6 +183,11 @@ func (s *Service) wait(ctx context.Context, j *job, wp WaitParams) (*Result, err
 		}
 	}()
 	first := true
+	if wp.ReturnOnInputWait && j.mode == "pty" {
+		// A look at the start: the job may have blocked after the
+		// runner's last check (it publishes what it sees).
+		s.inputWaitNow(ctx, j)
+	}
 	for {
 		sn := j.look()
 		done := store.IsTerminal(sn.status)
@@ -189,8 +209,10 @@ func (s *Service) wait(ctx context.Context, j *job, wp WaitParams) (*Result, err
 		case done,
 			avail > int64(wp.Limit),
 			avail > 0 && now.Sub(sn.lastGrow) >= wp.Idle,
+			wp.ReturnOnInputWait && sn.inputWait,
 			!now.Before(deadline):
-			return s.window(j.id, sn.status, sn.exitCode, wp, size, done)
+			res, err := s.window(j.id, sn.status, sn.exitCode, wp, size, done)
+			return s.withInputWait(ctx, res, j.mode, j), err
 		}
 		wake := deadline
 		if avail > 0 {
@@ -282,6 +304,9 @@ func (s *Service) sendInput(ctx context.Context, j *job, text []byte) error {
 		piece := text[:min(len(text), inputPiece)]
 		text = text[len(piece):]
 		a, err := s.request(ctx, j, &proto.Msg{T: proto.TInput, Data: piece})
+		if err == nil && a.Err == "" {
+			j.inputAcked(a.InputSeq) // input-wait
+		}
 		if err != nil || a.Err != "" {
 			if j.done() || errors.Is(err, ErrNotRunning) || (a != nil && a.Err == "job_not_running") {
 				return errorf(ErrNotRunning, "job %s is no longer running", j.id)
@@ -302,11 +327,11 @@ const inputPiece = 4 << 20
 // Tail returns the last limit bytes of the output.
 func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, error) {
 	j := s.lookup(id)
-	var status string
+	var status, mode string
 	var exitCode *int
 	if j != nil {
 		sn := j.look()
-		status, exitCode = sn.status, sn.exitCode
+		status, exitCode, mode = sn.status, sn.exitCode, sn.mode
 	} else {
 		row, err := s.st.Get(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -315,10 +340,11 @@ func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, erro
 		if err != nil {
 			return nil, err
 		}
-		status, exitCode = row.Status, row.ExitCode
+		status, exitCode, mode = row.Status, row.ExitCode, row.Mode
 	}
 	size := s.fileSize(id)
 	r := &Result{JobID: id, Done: store.IsTerminal(status), Status: status, ExitCode: exitCode, OutputPath: s.outputPath(id), Offset: size}
+	s.withInputWait(ctx, r, mode, j)
 	if size == 0 {
 		return r, nil
 	}

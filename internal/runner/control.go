@@ -120,8 +120,10 @@ func (r *Runner) state() *proto.Msg {
 	if r.pid != 0 {
 		st = jobstate.StatusRunning
 	}
-	return &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath,
+	m := &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath,
 		Pgid: r.pgid, Limits: r.limits}
+	r.iw.fill(m) // input-wait, for a server that connects later
+	return m
 }
 
 func unixNano(t time.Time) int64 {
@@ -145,11 +147,17 @@ func (r *Runner) serve(c *proto.Conn) {
 				return
 			}
 		case proto.TInput:
-			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.input(m.Data)})
+			errText, seq := r.input(m.Data)
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
 		case proto.TResize:
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.resize(m.Cols, m.Rows)})
+			r.iw.event()
 		case proto.TSignal:
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.signal(m.Signal, m.Target)})
+			r.iw.event()
+		case proto.TInputWaitQuery:
+			w, seq := r.iw.query()
+			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Waiting: w, InputSeq: seq})
 		case proto.TTerminate:
 			id := m.ID
 			grace := time.Duration(m.Grace * float64(time.Second))
@@ -180,20 +188,20 @@ func (r *Runner) serve(c *proto.Conn) {
 
 // input queues text for the terminal. Writing happens on its own goroutine
 // so a job that does not read its terminal cannot block the control channel.
-func (r *Runner) input(b []byte) string {
+// The input's number (input-wait) goes back with the ack.
+func (r *Runner) input(b []byte) (string, int64) {
 	if r.spec.Mode != "pty" {
-		return "input_unsupported"
+		return "input_unsupported", 0
 	}
 	r.mu.Lock()
 	done := r.exit != nil
 	r.mu.Unlock()
 	if done {
-		return "job_not_running"
+		return "job_not_running", 0
 	}
-	select {
-	case r.inputCh <- b:
-		return ""
-	default:
-		return "input queue full: the job is not reading its terminal"
+	seq, ok := r.iw.queue(r.inputCh, b)
+	if !ok {
+		return "input queue full: the job is not reading its terminal", 0
 	}
+	return "", seq
 }

@@ -43,16 +43,19 @@ func (r *Runner) sendSizes() {
 		last = n
 		lastSent = time.Now()
 		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n})
+		r.iw.event() // input-wait: a prompt may have been printed
 	}
 }
 
 // outWriter writes output.log, counts it and enforces --max-output-bytes.
 // Only one goroutine writes at a time (the pump of the job's output).
 type outWriter struct {
-	r   *Runner
-	f   *os.File
-	max int64
-	hit bool
+	r *Runner
+	// screen takes the terminal's raw reads (pty jobs with a screen).
+	screen *screenFeed
+	f      *os.File
+	max    int64
+	hit    bool
 }
 
 func (w *outWriter) Write(p []byte) (int, error) {

@@ -98,6 +98,7 @@ type Runner struct {
 	pumpDone     chan struct{} // closed when all output is on disk
 	screen       *screenFeed   // pty: the job's screen (screen.go), set under mu
 	inputCh      chan []byte
+	iw           inputWait // input-wait (inputwait.go)
 
 	// the cgroup limits asked of prestart, and what the tracker applied
 	limitOpts proctree.Options
@@ -368,6 +369,7 @@ func (r *Runner) reap(sigCh chan os.Signal) {
 			if tr != nil {
 				tr.Notify()
 			}
+			r.iw.event() // input-wait: a child's end may change the foreground
 		}
 	}
 }

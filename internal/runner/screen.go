@@ -23,7 +23,6 @@ package runner
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -93,20 +92,6 @@ func newScreenFeed(cols, rows int) *screenFeed {
 	}
 	go f.run()
 	return f
-}
-
-// screenReader hands each read of the terminal to the screen as well.
-type screenReader struct {
-	r io.Reader
-	f *screenFeed
-}
-
-func (s screenReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if n > 0 {
-		s.f.put(p[:n])
-	}
-	return n, err
 }
 
 // put queues p, waiting only while the queue is full.
@@ -260,7 +245,11 @@ func (f *screenFeed) appCursor() bool {
 // (or since its last output after that), then until the emulator has fed
 // what was read by then; at most until deadline, or until done is closed
 // (the emulator fed everything: the job's output is drained).
-func (f *screenFeed) settle(since time.Time, quiet time.Duration, deadline time.Time, done <-chan struct{}) {
+//
+// ready, when not nil, ends the quiet wait early: it reports whether the
+// program is settled by another sign (it waits for input), and a channel
+// closed when that may have changed.
+func (f *screenFeed) settle(since time.Time, quiet time.Duration, deadline time.Time, done <-chan struct{}, ready func() (bool, <-chan struct{})) {
 	sleep := func(d time.Duration, ch <-chan struct{}) bool {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -274,6 +263,13 @@ func (f *screenFeed) settle(since time.Time, quiet time.Duration, deadline time.
 		}
 	}
 	for {
+		var changed <-chan struct{}
+		if ready != nil {
+			var ok bool
+			if ok, changed = ready(); ok {
+				break
+			}
+		}
 		last := time.Unix(0, f.lastRead.Load())
 		if last.Before(since) {
 			last = since
@@ -283,7 +279,7 @@ func (f *screenFeed) settle(since time.Time, quiet time.Duration, deadline time.
 		if wait <= 0 || !now.Before(deadline) {
 			break
 		}
-		if !sleep(min(wait, deadline.Sub(now)), nil) {
+		if !sleep(min(wait, deadline.Sub(now)), changed) {
 			return
 		}
 	}
@@ -358,7 +354,7 @@ func (r *Runner) screenOf(scrollback int) (json.RawMessage, string) {
 		return nil, why
 	}
 	now := time.Now()
-	f.settle(now, 0, now.Add(screenCatchUp), f.done)
+	f.settle(now, 0, now.Add(screenCatchUp), f.done, nil)
 	return f.snapshot(scrollback)
 }
 
@@ -372,7 +368,7 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 	}
 	// The cursor keys follow the mode the program set by now.
 	now := time.Now()
-	f.settle(now, 0, now.Add(screenCatchUp), f.done)
+	f.settle(now, 0, now.Add(screenCatchUp), f.done, nil)
 	f.tmu.Lock()
 	tooLarge, cols, rows := f.term == nil, f.cols, f.rows
 	f.tmu.Unlock()
@@ -392,7 +388,8 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 		return ack
 	}
 	sent := time.Now()
-	if e := r.input(b); e != "" {
+	e, seq := r.input(b)
+	if e != "" {
 		ack.Err = e
 		return ack
 	}
@@ -406,15 +403,18 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 	}
 	// A job that ends meanwhile ends the wait: its last screen is whole
 	// once its output is drained.
-	f.settle(sent, quiet, sent.Add(timeout), f.done)
+	// Settled: quiet for quiet, or the program waits for input again,
+	// with no timeout, after reading the keys (input-wait, inputwait.go).
+	f.settle(sent, quiet, sent.Add(timeout), f.done, func() (bool, <-chan struct{}) { return r.iw.waitingSince(seq, true) })
 	ack.Screen, ack.Err = r.screenOf(m.Scrollback)
 	return ack
 }
 
-// startScreen makes the job's screen; src reads its terminal.
-func (r *Runner) startScreen(src io.Reader) io.Reader {
+// startScreen is the feed the terminal's raw reads go to (nil when the
+// job has no screen).
+func (r *Runner) startScreen() *screenFeed {
 	f, _ := r.screenFeed()
-	return screenReader{r: src, f: f}
+	return f
 }
 
 // resizeScreen follows a resize of the terminal.

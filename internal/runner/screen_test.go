@@ -12,7 +12,7 @@ import (
 func snap(t *testing.T, f *screenFeed) screen.Snapshot {
 	t.Helper()
 	now := time.Now()
-	f.settle(now, 0, now.Add(5*time.Second), f.done)
+	f.settle(now, 0, now.Add(5*time.Second), f.done, nil)
 	b, why := f.snapshot(0)
 	if why != "" {
 		t.Fatalf("snapshot: %s", why)
@@ -38,7 +38,7 @@ func TestScreenFeedResizeInOrder(t *testing.T) {
 	}
 	f.resize(1000, 1000)
 	now := time.Now()
-	f.settle(now, 0, now.Add(5*time.Second), f.done)
+	f.settle(now, 0, now.Add(5*time.Second), f.done, nil)
 	if _, why := f.snapshot(0); !strings.HasPrefix(why, screenErrTooLarge) {
 		t.Fatalf("a 1000x1000 screen: %q", why)
 	}
@@ -115,7 +115,7 @@ func TestScreenFeedSettle(t *testing.T) {
 			f.put([]byte{'a' + byte(i)})
 		}
 	}()
-	f.settle(start, 100*time.Millisecond, start.Add(5*time.Second), f.done)
+	f.settle(start, 100*time.Millisecond, start.Add(5*time.Second), f.done, nil)
 	b, _ := f.snapshot(0)
 	if !strings.Contains(string(b), `"abcde"`) || time.Since(start) < 250*time.Millisecond {
 		t.Fatalf("settled after %v with %s", time.Since(start), b)

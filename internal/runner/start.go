@@ -58,6 +58,7 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	}
 	cfg.TTY = slave.Name()
 	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
+	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
 	// Only the job may hold the terminal's slave side: once it and its
 	// descendants close it, reading the master ends with EIO, which is how
 	// the runner knows the output is complete.
@@ -71,10 +72,12 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	r.master = master
 	r.mu.Unlock()
 	r.pumpDone = make(chan struct{})
-	src := r.startScreen(master) // screen.go
+	// The pump reads the master itself (the input-wait flush needs the
+	// descriptor); the raw bytes reach the screen through w.ObserveRead.
+	w.screen = r.startScreen() // screen.go
 	go func() {
 		defer close(r.pumpDone)
-		if err := sanitize.Pump(src, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
+		if err := sanitize.Pump(master, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
 			r.log.Warn("copy terminal output", "err", err)
 		}
 		r.saveScreen()
@@ -293,9 +296,11 @@ func (r *Runner) writeInput() {
 	for {
 		select {
 		case b := <-r.inputCh:
+			r.iw.beforeWrite() // input-wait: readers blocked now have not read b
 			if _, err := r.master.Write(b); err != nil {
 				r.log.Warn("write input", "err", err)
 			}
+			r.iw.event()
 		case <-r.done:
 			return
 		}

@@ -565,3 +565,157 @@ func chunkLens(chunks [][]byte) []int {
 	}
 	return n
 }
+
+// flushBuffer is a syncBuffer that takes Pump's on-demand flush.
+type flushBuffer struct {
+	syncBuffer
+	mu    sync.Mutex
+	flush func() bool
+	reads int
+}
+
+func (f *flushBuffer) SetFlush(fn func() bool) {
+	f.mu.Lock()
+	f.flush = fn
+	f.mu.Unlock()
+}
+
+func (f *flushBuffer) ObserveRead(p []byte) {
+	n := len(p)
+	f.mu.Lock()
+	f.reads += n
+	f.mu.Unlock()
+}
+
+func (f *flushBuffer) readBytes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}
+
+func (f *flushBuffer) hasFlush() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flush != nil
+}
+
+func (f *flushBuffer) flushNow() bool {
+	f.mu.Lock()
+	fn := f.flush
+	f.mu.Unlock()
+	return fn()
+}
+
+// TestPumpFlushOnDemand: a writer that implements FlushSetter can have the
+// held partial line (a prompt) written at once, long before idle passes;
+// after Pump returns the function does nothing.
+func TestPumpFlushOnDemand(t *testing.T) {
+	pr, pw := io.Pipe()
+	out := &flushBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Pump(pr, out, time.Hour, nil) }()
+	pw.Write([]byte("a\nName: "))
+	waitFor(t, &out.syncBuffer, "a\n")
+	// The held prompt was observed as read (ReadObserver), though not
+	// written.
+	for deadline := time.Now().Add(5 * time.Second); out.readBytes() != len("a\nName: "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("ObserveRead counted %d bytes, want %d", out.readBytes(), len("a\nName: "))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The pump has taken the whole write once Write returned on the pipe,
+	// but may not yet have passed it to the sanitizer: flush until the
+	// prompt shows, each flush writing at once what is held.
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != "a\nName: " {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held prompt was not written by the on-demand flush: %q", out.String())
+		}
+		out.flushNow()
+	}
+	pw.Write([]byte("bob\n"))
+	waitFor(t, &out.syncBuffer, "a\nName: bob\n")
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out.flushNow() // after Pump returned: nothing, and no panic
+	if got := out.String(); got != "a\nName: bob\n" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// TestPumpFlushOnDemandRawFile: with a descriptor as input (an *os.File, as
+// a pty master is), Pump reads it raw under its lock; the on-demand flush
+// writes the held prompt, output is whole and end of file ends Pump.
+func TestPumpFlushOnDemandRawFile(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	out := &flushBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Pump(pr, out, time.Hour, nil) }()
+	pw.Write([]byte("a\nName: "))
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != "a\nName: " {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held prompt was not written by the on-demand flush: %q", out.String())
+		}
+		if out.hasFlush() {
+			out.flushNow()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !out.flushNow() {
+		t.Fatalf("flush reports input waiting in an empty pipe")
+	}
+	pw.Write([]byte("bob\n" + strings.Repeat("x", 100000) + "\n"))
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "a\nName: bob\n"+strings.Repeat("x", 100000)+"\n"; got != want {
+		t.Fatalf("got %d bytes, want %d", len(got), len(want))
+	}
+	if out.readBytes() != len("a\nName: bob\n")+100001 {
+		t.Fatalf("ObserveRead counted %d", out.readBytes())
+	}
+}
+
+// TestPumpFlushOnDemandBlockingFile: a descriptor in blocking mode (as a
+// pty master is once Fd() was called on it) is read on one thread; the
+// on-demand flush writes the held prompt once that thread is asleep in
+// its read, so nothing can be between the input and the sanitizer.
+func TestPumpFlushOnDemandBlockingFile(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	pr.Fd() // blocking mode from here on
+	out := &flushBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Pump(pr, out, time.Hour, nil) }()
+	pw.Write([]byte("a\nName: "))
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != "a\nName: " {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held prompt was not written by the on-demand flush: %q", out.String())
+		}
+		if out.hasFlush() && out.flushNow() != (out.String() == "a\nName: ") {
+			t.Fatalf("flush reported done but the prompt is not written: %q", out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pw.Write([]byte("bob\n"))
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "a\nName: bob\n" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -34,6 +34,13 @@ const (
 	// screen (pty jobs): the ack carries Screen, the JSON of the screen.
 	TScreen = "screen" // the screen now, with Scrollback rows of scrollback
 	TKeys   = "keys"   // type Keys, then the screen once the terminal is quiet
+
+	// input-wait (spec/extended-api.md §4)
+	// runner → server: the job's foreground started or stopped waiting
+	// to read its terminal (Waiting, InputSeq; Size: output on disk then).
+	TInputWait = "input_wait"
+	// server → runner: look now; the ack carries Waiting and InputSeq.
+	TInputWaitQuery = "input_wait_query"
 )
 
 // Msg is every message; only the fields of its type are set.
@@ -85,6 +92,15 @@ type Msg struct {
 	QuietMS    int             `json:"quiet_ms,omitempty"`
 	TimeoutMS  int             `json:"timeout_ms,omitempty"`
 	Screen     json.RawMessage `json:"screen,omitempty"`
+
+	// input-wait (state, input_wait, the ack of input_wait_query):
+	// whether the terminal's foreground process is blocked reading it, and
+	// InputSeq, how many inputs the runner had written to the terminal
+	// when that was seen. The ack of an input carries the input's own
+	// number in InputSeq: a job counts as waiting once a state with at
+	// least that number says so.
+	Waiting  bool  `json:"waiting,omitempty"`
+	InputSeq int64 `json:"input_seq,omitempty"`
 }
 
 // Stream is a connected socket: a *net.UnixConn on the server's side, an
