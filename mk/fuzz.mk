@@ -16,6 +16,7 @@ FUZZ_TARGETS := \
 	./internal/sanitize:FuzzSanitize \
 	./internal/outputlog:FuzzWindow \
 	./internal/outputlog:FuzzWindowFollow \
+	./internal/outputlog:FuzzSplit \
 	./internal/snapshot:FuzzRestore \
 	./internal/api:FuzzRequestDecoding \
 	./internal/runner/proto:FuzzRecv

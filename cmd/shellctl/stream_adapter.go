@@ -1,5 +1,3 @@
-//go:build shellctl_stream_client
-
 package main
 
 // The command line reads a job's stream with internal/client's stream

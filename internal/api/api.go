@@ -46,6 +46,7 @@ type Server struct {
 	budgetOnce sync.Once
 	sem        *semaphore.Weighted
 	inFlight   atomic.Int64 // bytes reserved by large bodies
+	streams    streamStop   // closed at shutdown (stream.go)
 }
 
 // ServeHTTP routes one request.
@@ -275,6 +276,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		} else {
 			s.resize(w, r, parts[1])
 		}
+	case len(parts) == 3 && parts[0] == "jobs" && parts[2] == "stream":
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		if s.checkID(w, parts[1]) {
+			s.stream(w, r, parts[1])
+		}
 	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "screen" || parts[2] == "keys"):
 		s.screenRoute(w, r, parts[1], parts[2]) // screen.go
 	case len(parts) == 4 && parts[0] == "jobs" && parts[2] == "log" && parts[3] == "tail":
@@ -325,6 +334,7 @@ var errorCodes = []struct {
 	{jobs.ErrTooManyJobs, http.StatusTooManyRequests, "too_many_jobs"},
 	{jobs.ErrInvalidCwd, http.StatusBadRequest, "invalid_cwd"},
 	{jobs.ErrCwdNotAllowed, http.StatusForbidden, "cwd_not_allowed"},
+	{jobs.ErrChannelUnsupported, http.StatusConflict, "channel_unsupported"},
 }
 
 // writeErr turns a service error into its status and code; an error of no

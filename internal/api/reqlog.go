@@ -66,6 +66,8 @@ func routePattern(path string) (pattern, job string) {
 		return "/v1/jobs/{id}/" + parts[1], job
 	case len(parts) == 3 && parts[1] == "log" && parts[2] == "tail":
 		return "/v1/jobs/{id}/log/tail", job
+	case len(parts) == 2 && parts[1] == "stream":
+		return "/v1/jobs/{id}/stream", job
 	}
 	return "unmatched", ""
 }

@@ -45,6 +45,7 @@ func TestRoutePattern(t *testing.T) {
 		"/v1/jobs/NOTANID":             {"/v1/jobs/{id}", ""},
 		"/v1/jobs/" + id + "/wait":     {"/v1/jobs/{id}/wait", id},
 		"/v1/jobs/" + id + "/log/tail": {"/v1/jobs/{id}/log/tail", id},
+		"/v1/jobs/" + id + "/stream":   {"/v1/jobs/{id}/stream", id},
 		"/v1/jobs/" + id + "/nope":     {"unmatched", ""},
 		"/v1/snapshot/save":            {"/v1/snapshot/save", ""},
 		"/etc/passwd":                  {"unmatched", ""},

@@ -50,6 +50,7 @@ var groups = []group{
 	{"list", "list 200 finished jobs", benchList},
 	{"stdio", "stdio throughput", benchStdioThroughput},
 	{"pty", "pty throughput", benchPTYThroughput},
+	{"stream", "live output stream throughput, stdio and pty", benchStream},
 	{"page", "page read", benchPageRead},
 	{"memory", "memory per running job", benchJobMemory},
 	{"snapshot", "snapshot save and restore", benchSnapshot},

@@ -42,6 +42,10 @@ type job struct {
 	lastGrow  time.Time
 	changed   chan struct{}
 
+	// stream (issue 14 §1): stderr.log's size as the runner announced it
+	// (stdio jobs), so streams of the stderr channel wake on its growth.
+	errSize int64
+
 	// input-wait (spec/extended-api.md §4; inputwait.go): the runner's
 	// last word on whether the job's foreground process is blocked
 	// reading its terminal, and how many inputs it had written then;
@@ -148,6 +152,9 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 		grown = m.Size - j.size
 		j.size = m.Size
 		j.lastGrow = time.Now()
+	}
+	if m.ErrSize > j.errSize {
+		j.errSize = m.ErrSize
 	}
 	becameRunning := false
 	if m.PID != 0 {

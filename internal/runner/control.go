@@ -113,6 +113,7 @@ func (r *Runner) state() *proto.Msg {
 		m.StartedAt = unixNano(r.startedAt)
 		m.Isolation = r.isolation
 		m.Size = r.size.Load()
+		m.ErrSize = r.errSize.Load()
 		m.Pgid, m.Limits = r.pgid, r.limits
 		return &m
 	}
@@ -121,7 +122,7 @@ func (r *Runner) state() *proto.Msg {
 		st = jobstate.StatusRunning
 	}
 	m := &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath,
-		Pgid: r.pgid, Limits: r.limits}
+		Pgid: r.pgid, Limits: r.limits, ErrSize: r.errSize.Load()}
 	r.iw.fill(m) // input-wait, for a server that connects later
 	return m
 }

@@ -21,7 +21,7 @@ const sizeEventGap = time.Millisecond
 // sendSizes publishes output growth, coalesced: never a queue that grows
 // with the output.
 func (r *Runner) sendSizes() {
-	var last int64 = -1
+	var last, lastErr int64 = -1, -1
 	var lastSent time.Time
 	for {
 		select {
@@ -36,13 +36,13 @@ func (r *Runner) sendSizes() {
 				return
 			}
 		}
-		n := r.size.Load()
-		if n == last {
+		n, e := r.size.Load(), r.errSize.Load()
+		if n == last && e == lastErr {
 			continue
 		}
-		last = n
+		last, lastErr = n, e
 		lastSent = time.Now()
-		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n})
+		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e})
 		r.iw.event() // input-wait: a prompt may have been printed
 	}
 }

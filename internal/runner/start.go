@@ -135,7 +135,7 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 		defer errLog.Close()
 		// A write error (disk full) drops the rest rather than stop
 		// draining: the job must never block on a full stderr pipe.
-		_, _ = io.CopyBuffer(droppingWriter{errLog}, errR, make([]byte, 64<<10))
+		_, _ = io.CopyBuffer(&droppingWriter{&errCounter{r: r, w: errLog}}, errR, make([]byte, 64<<10))
 	}()
 	go func() {
 		defer close(r.pumpDone)
@@ -453,7 +453,7 @@ func (r *Runner) startStage() error {
 // a reader that must never stop draining (a job's stderr pipe) uses it.
 type droppingWriter struct{ w io.Writer }
 
-func (d droppingWriter) Write(p []byte) (int, error) {
+func (d *droppingWriter) Write(p []byte) (int, error) {
 	if d.w != nil {
 		if _, err := d.w.Write(p); err != nil {
 			d.w = nil

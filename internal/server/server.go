@@ -230,6 +230,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
+	s.http.RegisterOnShutdown(h.StopStreams) // streams end at once; clients resume
 	if cfg.Token == "" {
 		log.Warn("no auth token configured: every client on this address can run commands")
 	}

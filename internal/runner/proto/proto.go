@@ -64,6 +64,10 @@ type Msg struct {
 	Limits    string `json:"limits,omitempty"` // JSON of the limits the runner applied
 	Usage     string `json:"usage,omitempty"`  // exit: JSON of the job's tree's resource usage
 
+	// stream (issue 14 §1): stderr.log grew to ErrSize (stdio jobs; on
+	// out and state), so a stream of the stderr channel is woken too.
+	ErrSize int64 `json:"err_size,omitempty"`
+
 	// input / terminate / resize
 	Data  []byte  `json:"data,omitempty"`
 	Grace float64 `json:"grace,omitempty"` // seconds
