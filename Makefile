@@ -18,9 +18,12 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
-# Start the server on loopback with the embedded defaults.
+# Start the server on loopback with the embedded defaults (RUN_ARGS: more
+# serve flags), in a clean
+# environment: jobs inherit the server's, and make's own variables
+# (MAKEFLAGS, MAKELEVEL, MFLAGS) would change every make a job runs.
 run: build
-	./$(BIN)/shellctl serve --verbose
+	env -i PATH="$$PATH" HOME="$$HOME" TERM="$${TERM:-dumb}" ./$(BIN)/shellctl serve --verbose $(RUN_ARGS)
 
 # Everything CI checks.
 test: fmt-check vet build

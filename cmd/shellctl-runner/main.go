@@ -7,6 +7,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/shellctl/shellctl/internal/isolation"
@@ -17,5 +18,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == isolation.StageArg {
 		os.Exit(isolation.StageMain())
 	}
+	if len(os.Args) == 2 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help") {
+		fmt.Print(usage)
+		os.Exit(0)
+	}
 	os.Exit(runner.Main(os.Args[1:]))
 }
+
+const usage = `shellctl-runner supervises one job of shellctl serve; it is not run by hand.
+shellctl serve starts it (from --runner, default beside the shellctl binary)
+and hands it a job over its control channel. See shellctl serve --help.
+`

@@ -28,9 +28,12 @@ func mcpCmd() *cobra.Command {
 			"stdout carries only the protocol; messages go to stderr.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, _ := cmd.Flags().GetString("server")
+			server, err := theClientFlags.serverURL() // host:port or URL
+			if err != nil {
+				return err
+			}
 			token, _ := cmd.Flags().GetString("auth-token")
-			token, err := mcpToken(token, tokenFile, os.Getenv)
+			token, err = mcpToken(token, tokenFile, os.Getenv)
 			if err != nil {
 				return err
 			}

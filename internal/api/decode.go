@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
@@ -582,9 +583,30 @@ func decodeRest(rest []byte, v any) error {
 		if num, ok := strings.CutPrefix(te.Value, "number "); ok && outOfRange(num, te.Type.Kind().String()) {
 			return &bodyError{status: 422, code: "validation_error", msg: fmt.Sprintf("field %q: %s is out of range", te.Field, num)}
 		}
-		return &bodyError{status: 400, code: "invalid_request", msg: fmt.Sprintf("field %q must be %s, got JSON %s", te.Field, te.Type, te.Value)}
+		return &bodyError{status: 400, code: "invalid_request", msg: fmt.Sprintf("field %q must be %s, got JSON %s", te.Field, jsonKind(te.Type), te.Value)}
 	}
 	return &bodyError{status: 400, code: "invalid_request", msg: "request body is not valid JSON: " + err.Error()}
+}
+
+// jsonKind names a Go type as a JSON value, as the API's users know it
+// ("a number", not "float64").
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "a JSON " + t.Kind().String()
 }
 
 // outOfRange: a number that is valid JSON but does not fit its field (a

@@ -212,3 +212,23 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeRestTypeNamesTheField: a value of the wrong type is named by
+// the field the API user wrote and the JSON kind it wants, never by a Go
+// struct path (waitFields.timeout) or a Go type (float64).
+func TestDecodeRestTypeNamesTheField(t *testing.T) {
+	var b runBody
+	for body, want := range map[string]string{
+		`{"timeout":"x"}`:              `field "timeout" must be a number, got JSON string`,
+		`{"offset":1.5}`:               `field "offset" must be a whole number, got JSON number 1.5`,
+		`{"terminal":{"cols":"wide"}}`: `field "terminal.cols" must be a whole number, got JSON string`,
+		`{"idle_flush_seconds":[1]}`:   `field "idle_flush_seconds" must be a number, got JSON array`,
+		`{"env":{"A":1}}`:              `field "env" must be a string, got JSON number`,
+	} {
+		err := decodeRest([]byte(body), &b)
+		var be *bodyError
+		if !errors.As(err, &be) || be.msg != want {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

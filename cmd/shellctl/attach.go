@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+const defaultDetachKeys = "ctrl-p,ctrl-q"
+
+func attachCmd(cf *clientFlags) *cobra.Command {
+	var detachKeys string
+	var since int64 = -1
+	c := &cobra.Command{
+		Use:   "attach [--detach-keys KEYS] JOB_ID",
+		Short: "Connect your terminal to a running job (detach with Ctrl-P Ctrl-Q)",
+		Long: `Connect your terminal to a running pty job: what you type goes to the job's
+terminal (Ctrl-C too), its output comes to yours, and its terminal takes the size
+of yours (and follows it when you resize). Output starts at the job's current end
+(--since-offset 0 replays it from the start).
+
+Detach with Ctrl-P Ctrl-Q (--detach-keys, e.g. "ctrl-a,d"): the job keeps running.
+When the job ends, attach exits with its code. Your terminal is restored on every
+way out. A stdio job has no terminal: attach then follows its output and stderr,
+and Ctrl-C sends it SIGINT, as run does.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			keys, err := parseDetachKeys(detachKeys)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			id := args[0]
+			rec, err := c.Record(ctx, id)
+			if err != nil {
+				return err
+			}
+			if rec.Done {
+				return fmt.Errorf("job %s is done (%s): there is nothing to attach to; `shellctl logs %s` prints its output", id, rec.Status, id)
+			}
+			out, errOff := rec.OutputBytes, rec.StderrBytes
+			if since >= 0 {
+				out, errOff = since, 0
+			}
+			if rec.Mode == "stdio" {
+				sigs := notifyRun()
+				defer signal.Stop(sigs)
+				return followRunFrom(ctx, c, cf, sigs, id, true, false, out, errOff)
+			}
+			return attachPTY(ctx, c, id, out, keys)
+		},
+	}
+	c.Flags().StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "key sequence that detaches: ctrl-<letter> or single characters, comma-separated")
+	c.Flags().Int64Var(&since, "since-offset", -1, "print output from this byte offset (default: the current end)")
+	c.Flags().Lookup("since-offset").DefValue = ""
+	return c
+}
+
+// parseDetachKeys reads "ctrl-p,ctrl-q" as bytes.
+func parseDetachKeys(s string) ([]byte, error) {
+	var keys []byte
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		lk := strings.ToLower(k)
+		switch {
+		case len(k) == 1:
+			keys = append(keys, k[0])
+		case strings.HasPrefix(lk, "ctrl-") && len(lk) == 6:
+			ch := lk[5]
+			switch {
+			case ch >= 'a' && ch <= 'z':
+				keys = append(keys, ch-'a'+1)
+			case ch == '@':
+				keys = append(keys, 0)
+			case ch == '[', ch == '\\', ch == ']', ch == '^', ch == '_':
+				keys = append(keys, ch-'@')
+			default:
+				return nil, &usageError{fmt.Sprintf("--detach-keys %q: %q is not ctrl-<letter>", s, k)}
+			}
+		default:
+			return nil, &usageError{fmt.Sprintf("--detach-keys %q: %q is not a key: give ctrl-<letter> or one character, comma-separated (default %q)", s, k, defaultDetachKeys)}
+		}
+	}
+	if len(keys) == 0 {
+		return nil, &usageError{fmt.Sprintf("--detach-keys %q names no key", s)}
+	}
+	return keys, nil
+}
+
+// detacher finds the detach sequence in what is typed. Bytes that may
+// begin the sequence are held back until the next key shows whether they
+// do.
+type detacher struct {
+	keys []byte
+	held int // bytes of keys matched so far
+}
+
+// feed returns the bytes to send to the job and whether the sequence was
+// completed.
+func (d *detacher) feed(in []byte) (send []byte, detach bool) {
+	for _, b := range in {
+		if b == d.keys[d.held] {
+			d.held++
+			if d.held == len(d.keys) {
+				return send, true
+			}
+			continue
+		}
+		if d.held > 0 {
+			send = append(send, d.keys[:d.held]...)
+			d.held = 0
+			if b == d.keys[0] {
+				d.held = 1
+				continue
+			}
+		}
+		send = append(send, b)
+	}
+	return send, false
+}
+
+var errDetached = errors.New("detached")
+
+func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, keys []byte) (retErr error) {
+	inFd := int(os.Stdin.Fd())
+	isTerm := term.IsTerminal(inFd)
+	if isTerm {
+		old, err := term.MakeRaw(inFd)
+		if err != nil {
+			return fmt.Errorf("putting your terminal in raw mode: %w", err)
+		}
+		// Every way out of here passes this (a panic too); the exits on
+		// signals below return through it as well.
+		defer term.Restore(inFd, old)
+		// The server keeps a pty job's output as text with plain \n line
+		// ends (the sanitizer of jobs.md): our terminal must still turn
+		// them into CR LF, which raw mode alone would not.
+		if t, err := unix.IoctlGetTermios(inFd, unix.TCGETS); err == nil {
+			t.Oflag |= unix.OPOST | unix.ONLCR
+			_ = unix.IoctlSetTermios(inFd, unix.TCSETS, t)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	resize := func() {
+		if !isTerm {
+			return
+		}
+		if w, h, err := term.GetSize(inFd); err == nil && w > 0 && h > 0 {
+			_ = c.Resize(ctx, id, min(w, 4096), min(h, 4096))
+		}
+	}
+	resize()
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	type result struct {
+		end *jobEnd
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		f := &follower{c: c, id: id, out: &sink{w: os.Stdout, offset: offset}}
+		end, err := f.run(ctx)
+		done <- result{end, err}
+	}()
+
+	inErr := make(chan error, 1)
+	go func() { inErr <- pumpInput(ctx, c, id, os.Stdin, keys) }()
+
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return r.err
+			}
+			return exitOf(ctx, c, id, r.end)
+		case err := <-inErr:
+			switch {
+			case errors.Is(err, errDetached):
+				fmt.Fprintf(os.Stderr, "\r\nshellctl: detached from job %s; it keeps running (`shellctl attach %s` to return)\r\n", id, id)
+				return nil
+			case err != nil:
+				return err
+			}
+			inErr = nil // stdin at its end: keep following the output
+		case s := <-sigs:
+			if s == syscall.SIGWINCH {
+				go resize()
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "\r\nshellctl: %v: detached from job %s; it keeps running\r\n", s, id)
+			return &jobExit{code: 128 + int(s.(syscall.Signal))}
+		}
+	}
+}
+
+// pumpInput sends what is read from in to the job's terminal, in order,
+// until the detach sequence (errDetached), the end of in (nil) or an error.
+func pumpInput(ctx context.Context, c *client.Client, id string, in io.Reader, keys []byte) error {
+	d := &detacher{keys: keys}
+	buf := make([]byte, 4096)
+	zero := 0.0
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			send, detach := d.feed(buf[:n])
+			if len(send) > 0 {
+				if _, ierr := c.Input(ctx, id, string(send), client.WaitRequest{Timeout: &zero, OutputLimit: 1}); ierr != nil {
+					if apiCode(ierr) == "job_not_running" {
+						return nil
+					}
+					return fmt.Errorf("sending input to job %s: %w", id, ierr)
+				}
+			}
+			if detach {
+				return errDetached
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading your terminal: %w", err)
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package main
+
+// The smaller job verbs: wait, input, tail, status, kill, terminate, rm.
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+func waitCmd(cf *clientFlags) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "wait JOB_ID",
+		Short: "Wait until a job is done; print and exit with its exit code",
+		Long: `Wait until a job is done, print its exit code and exit with it (125, and why,
+when the job has none: it never started or its runner was lost).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			id := args[0]
+			rec, err := c.Record(ctx, id)
+			if err != nil {
+				return err
+			}
+			// Follow the output without printing it: wait's answer comes at
+			// the job's end (or after each window, which is skipped).
+			end := &jobEnd{Status: rec.Status, ExitCode: rec.ExitCode}
+			if !rec.Done {
+				f := &follower{c: c, id: id, out: &sink{w: io.Discard, offset: rec.OutputBytes}}
+				if end, err = f.run(ctx); err != nil {
+					return err
+				}
+			}
+			cf.print(map[string]any{"job_id": id, "status": end.Status, "exit_code": end.ExitCode}, func() {
+				if end.ExitCode != nil {
+					fmt.Println(*end.ExitCode)
+				}
+			})
+			return exitOf(ctx, c, id, end)
+		},
+	}
+	return c
+}
+
+func inputCmd(cf *clientFlags) *cobra.Command {
+	var offset int64
+	var timeout float64
+	c := &cobra.Command{
+		Use:   "input JOB_ID TEXT",
+		Short: "Send text to a job's terminal and print the output that follows (no newline is added: use $'...\\n')",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Input(cmd.Context(), args[0], args[1], client.WaitRequest{Offset: offset, Timeout: &timeout})
+			if err != nil {
+				return err
+			}
+			cf.print(res, func() { io.WriteString(os.Stdout, res.Output) })
+			return nil
+		},
+	}
+	c.Flags().Int64Var(&offset, "offset", 0, "byte offset to read output from")
+	c.Flags().Float64Var(&timeout, "timeout", 30, "seconds to wait for output (the API's default)")
+	return c
+}
+
+func tailCmd(cf *clientFlags) *cobra.Command {
+	var limit int
+	c := &cobra.Command{
+		Use:               "tail JOB_ID",
+		Short:             "Print the end of a job's output",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Tail(cmd.Context(), args[0], limit)
+			if err != nil {
+				return err
+			}
+			cf.print(res, func() { io.WriteString(os.Stdout, res.Output) })
+			return nil
+		},
+	}
+	c.Flags().IntVarP(&limit, "bytes", "c", 16384, "bytes to print")
+	return c
+}
+
+func statusCmd(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:               "status JOB_ID",
+		Short:             "Show a job's status",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.Status(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			cf.print(v, func() { printStatus(v) })
+			return nil
+		},
+	}
+}
+
+func printStatus(v *client.JobStatus) {
+	code := "-"
+	if v.ExitCode != nil {
+		code = fmt.Sprint(*v.ExitCode)
+	}
+	fmt.Printf("%s  %-10s exit %-4s created %s  output %d bytes\n", v.JobID, v.Status, code, v.CreatedAt, v.Offset)
+}
+
+func killCmd(cf *clientFlags) *cobra.Command {
+	var sig, target string
+	var grace optSeconds
+	c := &cobra.Command{
+		Use:   "kill [-s SIGNAL] JOB_ID...",
+		Short: "End jobs (their whole process tree), or send them a signal with -s",
+		Long: `Without -s: end each job and its whole process tree, as terminate does
+(SIGTERM, then SIGKILL after --grace seconds; the server's default is 10).
+With -s SIGNAL (INT, TERM, HUP, KILL, SIGUSR1, 9 …): send that signal only, to
+--target: foreground (a pty job's default: the terminal's foreground program),
+group (a stdio job's default: the job's process group) or tree (every process of
+the job).`,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("target") && sig == "" {
+				return &usageError{"--target needs -s SIGNAL: without it kill ends the whole tree"}
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var failed error
+			for _, id := range args {
+				if sig == "" {
+					v, err := c.Terminate(cmd.Context(), id, grace.orDefault())
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "shellctl: %s: %s\n", id, explain(err))
+						failed = &jobExit{code: exitClient}
+						continue
+					}
+					cf.print(v, func() { fmt.Println(id) })
+					continue
+				}
+				rec, err := c.Signal(cmd.Context(), id, sig, target)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "shellctl: %s: %s\n", id, explain(err))
+					failed = &jobExit{code: exitClient}
+					continue
+				}
+				cf.print(rec, func() { fmt.Println(id) })
+			}
+			return failed
+		},
+	}
+	c.Flags().StringVarP(&sig, "signal", "s", "", "signal to send instead of ending the job")
+	c.Flags().StringVar(&target, "target", "", "with -s: foreground, group or tree")
+	c.Flags().Var(&grace, "grace", "without -s: seconds between SIGTERM and SIGKILL (server default 10)")
+	return c
+}
+
+func terminateCmd(cf *clientFlags) *cobra.Command {
+	var grace optSeconds
+	c := &cobra.Command{
+		Use:               "terminate JOB_ID",
+		Short:             "End a job and its whole process tree (as kill without -s)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.Terminate(cmd.Context(), args[0], grace.orDefault())
+			if err != nil {
+				return err
+			}
+			cf.print(v, func() { printStatus(v) })
+			return nil
+		},
+	}
+	c.Flags().Var(&grace, "grace", "seconds between SIGTERM and SIGKILL (server default 10)")
+	return c
+}
+
+func rmCmd(cf *clientFlags) *cobra.Command {
+	var grace optSeconds
+	var force bool
+	c := &cobra.Command{
+		Use:               "rm [-f] JOB_ID...",
+		Aliases:           []string{"delete"},
+		Short:             "Delete finished jobs and their output (-f ends running ones first)",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeJobIDs(cf),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var failed error
+			for _, id := range args {
+				err := c.Delete(cmd.Context(), id, force, grace.orDefault())
+				if err != nil {
+					msg := explain(err)
+					if apiCode(err) == "job_running" {
+						msg = fmt.Sprintf("job %s is still running: pass -f (--force) to end it and delete it", id)
+					}
+					fmt.Fprintf(os.Stderr, "shellctl: %s\n", msg)
+					failed = &jobExit{code: exitClient}
+					continue
+				}
+				cf.print(map[string]any{"job_id": id, "deleted": true}, func() { fmt.Println(id) })
+			}
+			return failed
+		},
+	}
+	c.Flags().BoolVarP(&force, "force", "f", false, "end the job first if it runs")
+	c.Flags().Var(&grace, "grace", "with -f: seconds between SIGTERM and SIGKILL (server default 10)")
+	return c
+}
+
+func addClientCommands(root *cobra.Command) {
+	cf := theClientFlags
+	root.AddCommand(runCmd(cf), logsCmd(cf), attachCmd(cf), psCmd(cf), inspectCmd(cf), killCmd(cf),
+		rmCmd(cf), waitCmd(cf), inputCmd(cf), tailCmd(cf), statusCmd(cf), terminateCmd(cf), snapshotCmd(cf))
+}

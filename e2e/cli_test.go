@@ -1,0 +1,905 @@
+package e2e
+
+// The shellctl command line as a user drives it: the real binary against a
+// real server, with pipes, and in a real terminal (tmux on its own socket,
+// keys sent with send-keys, the screen read with capture-pane).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+// cliResult is what one shellctl invocation did.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cliEnv is the environment of shellctl client invocations against s.
+func cliEnv(t *testing.T, s *server) []string {
+	env := []string{"PATH=" + binDir + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
+	if s != nil {
+		env = append(env, "SHELLCTL_URL="+s.URL)
+		if s.Token != "" {
+			env = append(env, "SHELLCTL_AUTH_TOKEN="+s.Token)
+		}
+	}
+	return env
+}
+
+// cli runs shellctl args in dir against s (nil: no server configured),
+// with stdin.
+func cli(t *testing.T, s *server, dir, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.CommandContext(ctx(t), filepath.Join(binDir, "shellctl"), args...)
+	cmd.Dir = dir
+	cmd.Env = cliEnv(t, s)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("shellctl %q: %v", args, err)
+	}
+	return r
+}
+
+func (r cliResult) String() string {
+	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+}
+
+func TestCLIRunCwdStreamsAndExitCode(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	r := cli(t, s, dir, "", "run", "pwd; echo hi; exit 3")
+	if r.code != 3 || r.stdout != dir+"\nhi\n" {
+		t.Fatalf("run in %s: %v; want the caller's cwd, hi and exit 3", dir, r)
+	}
+	other := t.TempDir()
+	if r := cli(t, s, dir, "", "run", "--cwd", other, "pwd"); r.code != 0 || r.stdout != other+"\n" {
+		t.Errorf("run --cwd %s: %v", other, r)
+	}
+	// Words are joined as a shell command; "-" reads the script from stdin.
+	if r := cli(t, s, dir, "echo from stdin; exit 0", "run", "-"); r.code != 0 || r.stdout != "from stdin\n" {
+		t.Errorf("run -: %v", r)
+	}
+	// stdio: the job's stderr comes on ours, its stdout on ours.
+	r = cli(t, s, dir, "", "run", "--mode", "stdio", "echo out; echo err >&2; exit 5")
+	if r.code != 5 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("run --mode stdio: %v; want out on stdout, err on stderr, exit 5", r)
+	}
+	// Output that comes over time arrives whole and in order.
+	r = cli(t, s, dir, "", "run", "for i in 1 2 3; do echo tick $i; sleep 0.3; done")
+	if r.code != 0 || r.stdout != "tick 1\ntick 2\ntick 3\n" {
+		t.Errorf("run of a job that prints over time: %v", r)
+	}
+	// -d: the id, at once, of a job that runs on.
+	r = cli(t, s, dir, "", "run", "-d", "sleep 30")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(id) != 16 {
+		t.Fatalf("run -d: %v", r)
+	}
+	st, err := s.c.Status(ctx(t), id)
+	if err != nil || st.Done {
+		t.Errorf("the detached job: %+v %v, want it running", st, err)
+	}
+	// --json: the record at the end, nothing else on stdout.
+	r = cli(t, s, dir, "", "run", "--json", "echo x; exit 2")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 2 || rec["exit_code"] != 2.0 || rec["cwd"] != dir {
+		t.Errorf("run --json: %v (%v)", r, err)
+	}
+}
+
+// A job whose environment shows make's variables would change every make
+// it runs; make run must start the server without them.
+func TestCLIMakeRunCleanEnvironment(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	// The Makefile of the repository, run in a directory whose bin/ holds
+	// the binaries under test (GO=true: the build step builds nothing).
+	work := t.TempDir()
+	if err := os.Symlink(binDir, filepath.Join(work, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	mk, err := filepath.Abs("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := exec.Command("make", "-f", mk, "-C", work, "run", "GO=true",
+		"RUN_ARGS=--listen 127.0.0.1:0 --state-dir "+state+" --warm-runners 0")
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "MAKEFLAGS=-j2", "SHELLCTL_FROM_CALLER=1", "TERM=xterm"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	errb := newSyncBuffer()
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) // the group this test started
+		cmd.Wait()
+	})
+	url := errb.waitMatch(t, serving)
+	s := &server{t: t, URL: url}
+	r := cli(t, s, t.TempDir(), "", "run", "env")
+	if r.code != 0 {
+		t.Fatalf("run env under make run: %v", r)
+	}
+	for _, bad := range []string{"MAKEFLAGS=", "MAKELEVEL=", "MFLAGS=", "SHELLCTL_FROM_CALLER=", "MAKE_TERMOUT"} {
+		if strings.Contains(r.stdout, "\n"+bad) || strings.HasPrefix(r.stdout, bad) {
+			t.Errorf("a job under make run sees %s…:\n%s", bad, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "HOME="+home) {
+		t.Errorf("the job's HOME is not the caller's Home %s:\n%s", home, r.stdout)
+	}
+}
+
+func TestCLIExitCodesOfClientFailures(t *testing.T) {
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	r := cli(t, nil, dir, "", "--server", addr, "ps")
+	want := "cannot reach the shellctl server at http://" + addr + ": is a server running? start one with `shellctl serve`"
+	if r.code != 125 || !strings.Contains(r.stderr, want) {
+		t.Errorf("ps against no server: %v; want 125 and %q", r, want)
+	}
+	if strings.Contains(r.stderr, "dial tcp") {
+		t.Errorf("the raw dial error shows: %s", r.stderr)
+	}
+	s := startServer(t, serverOpts{})
+	u := strings.TrimPrefix(s.URL, "http://")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--server", u, "run", "exit 0"}, 0, ""},
+		{[]string{"--json", "--server", u, "ps"}, 0, ""},             // client flags before the verb
+		{[]string{"serve", "--json"}, 2, "not of serve"},             // host:port
+		{[]string{"--server", s.URL + "/", "run", "exit 0"}, 0, ""},  // a URL with a slash
+		{[]string{"--server", "127.0.0.1:99999", "ps"}, 125, "port"}, // no such port
+		{[]string{"--server", "http://", "ps"}, 125, "is not a server address"},
+		{[]string{"status", "0123456789abcdef"}, 125, "404"},      // no such job
+		{[]string{"logs", "0123456789abcdef"}, 125, "404"},        // no such job
+		{[]string{"wait"}, 125, "accepts 1 arg"},                  // usage
+		{[]string{"ps", "--bogus"}, 125, "unknown flag"},          // usage
+		{[]string{"nosuchverb"}, 125, "unknown command"},          // usage
+		{[]string{"run", "--mode", "tty", "true"}, 125, "--mode"}, // usage
+		{[]string{"run", "exit 126"}, 126, ""},                    // a job's own 126
+		{[]string{"run", "exit 127"}, 127, ""},                    // and 127
+		{[]string{"run", "--cwd", "/nonexistent-dir", "true"}, 125, "--cwd"},
+	} {
+		r := cli(t, s, dir, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("shellctl %q: %v; want exit %d and %q on stderr", tc.args, r, tc.code, tc.want)
+		}
+	}
+	// serve keeps its own codes (1 failure, 2 usage).
+	if r := cli(t, nil, dir, "", "serve", "--token", "a", "--token-file", "/x"); r.code != 2 {
+		t.Errorf("serve with both token flags: %v, want 2", r)
+	}
+}
+
+func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	cli(t, s, dir, "", "run", "echo one; exit 4")
+	r := cli(t, s, dir, "", "run", "-d", "--mode", "stdio", "echo started; echo warn >&2; exec sleep 60")
+	long := strings.TrimSpace(r.stdout)
+	// The job's first line is out once a wait answers with it (and then
+	// it runs).
+	if res, err := s.c.Wait(ctx(t), long, client.WaitRequest{Timeout: f64(30)}); err != nil || res.Output != "started\n" {
+		t.Fatalf("wait for the detached job's output: %+v %v", res, err)
+	}
+
+	r = cli(t, s, dir, "", "ps")
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	if r.code != 0 || len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ID STATUS EXIT MODE AGE COMMAND" {
+		t.Fatalf("ps: %v", r)
+	}
+	row := regexp.MustCompile(`^` + long + ` +running +- +stdio +\d+s +echo started; echo warn >&2; exec sleep 60$`)
+	if !row.MatchString(lines[1]) {
+		t.Errorf("ps row of the running job: %q", lines[1])
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{16} +exited +4 +pty +\d+s +echo one; exit 4$`).MatchString(lines[2]) {
+		t.Errorf("ps row of the exited job: %q", lines[2])
+	}
+	if r := cli(t, s, dir, "", "jobs", "-q", "--status", "running"); r.stdout != long+"\n" {
+		t.Errorf("jobs -q --status running: %v", r)
+	}
+	r = cli(t, s, dir, "", "ps", "--json")
+	var list struct {
+		Jobs []struct {
+			JobID    string  `json:"job_id"`
+			Status   string  `json:"status"`
+			ExitCode *int    `json:"exit_code"`
+			Mode     string  `json:"mode"`
+			Command  *string `json:"command"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Jobs) != 2 || list.Jobs[1].ExitCode == nil ||
+		*list.Jobs[1].ExitCode != 4 || list.Jobs[0].Command == nil || list.Jobs[0].Mode != "stdio" {
+		t.Errorf("ps --json: %v (%v)", r, err)
+	}
+
+	r = cli(t, s, dir, "", "inspect", long)
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec["job_id"] != long || rec["mode"] != "stdio" || rec["cwd"] != dir {
+		t.Errorf("inspect: %v (%v)", r, err)
+	}
+
+	if r := cli(t, s, dir, "", "logs", long); r.stdout != "started\n" {
+		t.Errorf("logs: %v", r)
+	}
+	if r := cli(t, s, dir, "", "logs", "--stderr", long); r.stdout != "warn\n" {
+		t.Errorf("logs --stderr: %v", r)
+	}
+	if r := cli(t, s, dir, "", "logs", "--since-offset", "4", long); r.stdout != "ted\n" {
+		t.Errorf("logs --since-offset 4: %v", r)
+	}
+
+	// rm of a running job says what to pass.
+	r = cli(t, s, dir, "", "rm", long)
+	if r.code != 125 || !strings.Contains(r.stderr, "pass -f (--force)") || strings.Contains(r.stderr, "force=true") {
+		t.Errorf("rm of a running job: %v", r)
+	}
+	// kill -s: one signal; logs -f and wait see the job end by it.
+	follow := exec.Command(filepath.Join(binDir, "shellctl"), "logs", "-f", long)
+	follow.Env = cliEnv(t, s)
+	var fout bytes.Buffer
+	follow.Stdout = &fout
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, s, dir, "", "kill", "-s", "TERM", long); r.code != 0 || r.stdout != long+"\n" {
+		t.Errorf("kill -s TERM: %v", r)
+	}
+	if err := follow.Wait(); err != nil || fout.String() != "started\n" {
+		t.Errorf("logs -f: %v, %q", err, fout.String())
+	}
+	r = cli(t, s, dir, "", "wait", long)
+	if r.code != 143 || r.stdout != "143\n" {
+		t.Errorf("wait on a job ended by SIGTERM: %v, want 143", r)
+	}
+	if r := cli(t, s, dir, "", "kill", "-s", "NOPE", long); r.code != 125 {
+		t.Errorf("kill -s NOPE: %v", r)
+	}
+	// kill without -s ends the tree; rm -f removes running ones; rm many.
+	a := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "sleep 60").stdout)
+	b := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "sleep 60").stdout)
+	if r := cli(t, s, dir, "", "kill", "--grace", "1", a); r.code != 0 {
+		t.Errorf("kill: %v", r)
+	}
+	if st, _ := s.c.Status(ctx(t), a); st == nil || st.Status != "terminated" {
+		t.Errorf("after kill: %+v", st)
+	}
+	if r := cli(t, s, dir, "", "rm", "-f", a, b, long); r.code != 0 || r.stdout != a+"\n"+b+"\n"+long+"\n" {
+		t.Errorf("rm -f: %v", r)
+	}
+	if r := cli(t, s, dir, "", "ps", "-q"); strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("ps -q after rm: %v", r)
+	}
+}
+
+func TestCLIHelpTexts(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args     []string
+		want     []string
+		dontWant []string
+	}{
+		{[]string{"terminate", "--help"}, []string{"--grace seconds"}, []string{"(default -1)"}},
+		{[]string{"kill", "--help"}, []string{"-s, --signal"}, []string{"(default -1)"}},
+		{[]string{"rm", "--help"}, []string{"-f, --force"}, []string{"(default -1)"}},
+		{[]string{"ps", "--help"}, []string{"--server string", "host:port"}, []string{`(default "http`}},
+		{[]string{"serve", "--help"}, []string{"--listen"}, []string{"--server", "--auth-token", "--json"}},
+		{[]string{"input", "--help"}, []string{"(default 30)"}, []string{"(default 5)"}},
+		{[]string{"completion", "--help"}, []string{"bash", "zsh", "fish"}, []string{"--server"}},
+		{[]string{"--help"}, []string{"125", "attach", "logs", "inspect"}, nil},
+	} {
+		r := cli(t, nil, dir, "", tc.args...)
+		if r.code != 0 {
+			t.Errorf("shellctl %q: %v", tc.args, r)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("shellctl %q lacks %q:\n%s", tc.args, w, r.stdout)
+			}
+		}
+		for _, w := range tc.dontWant {
+			if strings.Contains(r.stdout, w) {
+				t.Errorf("shellctl %q shows %q:\n%s", tc.args, w, r.stdout)
+			}
+		}
+		if regexp.MustCompile(`\(default [^)]*\)\s*\(default`).MatchString(r.stdout) || strings.Contains(r.stdout, "(default $SHELLCTL_URL, else http://127.0.0.1:8765) (default") {
+			t.Errorf("shellctl %q shows a default twice:\n%s", tc.args, r.stdout)
+		}
+	}
+	for _, arg := range []string{"--help", "-h"} {
+		out, err := exec.Command(filepath.Join(binDir, "shellctl-runner"), arg).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "shellctl serve starts it") || strings.Contains(string(out), "unknown argument") {
+			t.Errorf("shellctl-runner %s: %v %q", arg, err, out)
+		}
+	}
+}
+
+func TestCLICompletion(t *testing.T) {
+	dir := t.TempDir()
+	for shell, want := range map[string]string{"bash": "__start_shellctl", "zsh": "#compdef shellctl", "fish": "complete -c shellctl"} {
+		if r := cli(t, nil, dir, "", "completion", shell); r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("completion %s: exit %d, lacks %q", shell, r.code, want)
+		}
+	}
+	// Job ids complete from the server.
+	s := startServer(t, serverOpts{})
+	id := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "sleep 30").stdout)
+	r := cli(t, s, dir, "", "__complete", "logs", id[:3])
+	if !regexp.MustCompile(`(?m)^` + id + `\t(starting|running)$`).MatchString(r.stdout) {
+		t.Errorf("completing a job id: %v", r)
+	}
+}
+
+func TestCLISnapshotSaveErrorsNameThePath(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	r := cli(t, s, dir, "", "snapshot", "save", "-o", "/nonexistent/x.zst")
+	if r.code != 125 || !strings.Contains(r.stderr, "/nonexistent/x.zst") || strings.Contains(r.stderr, "partial") {
+		t.Errorf("save to a missing directory: %v", r)
+	}
+	// Not on a terminal: no progress line.
+	r = cli(t, s, dir, "", "snapshot", "save", "-o", filepath.Join(dir, "h.tar.zst"))
+	if r.code != 0 || strings.Contains(r.stderr, "/s)") || strings.Contains(r.stderr, "holds") {
+		t.Errorf("save off a terminal: %v", r)
+	}
+}
+
+// tmuxT is a tmux server of its own (its own socket), one window.
+type tmuxT struct {
+	t    *testing.T
+	sock string
+	dir  string
+	out  *syncBuffer // everything the pane showed (pipe-pane)
+}
+
+func newTmux(t *testing.T, s *server, dir string, cols, rows int) *tmuxT {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("no tmux")
+	}
+	m := &tmuxT{t: t, sock: fmt.Sprintf("shellctl-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()), dir: dir}
+	// The pane's shell gets exactly the client's environment (tmux's own
+	// would otherwise win for PATH).
+	shell := "env -i"
+	for _, kv := range append(cliEnv(t, s), "TERM=screen", "TMUX_SOCK="+m.sock, "PS1=$ ") {
+		shell += " " + shellQuote(kv)
+	}
+	shell += " bash --norc --noprofile -i"
+	m.tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), "-c", dir, shell)
+	t.Cleanup(func() { exec.Command("tmux", "-L", m.sock, "kill-server").Run() })
+	m.tmux("set-option", "-g", "status", "off")
+	// What the pane shows comes through a fifo, so a test waits for text
+	// on the screen as it arrives.
+	p := filepath.Join(t.TempDir(), "pane")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.out = newSyncBuffer()
+	go func() {
+		if f, err := os.Open(p); err == nil {
+			io.Copy(m.out, f)
+			f.Close()
+		}
+	}()
+	m.tmux("pipe-pane", "-t", "t", "cat > "+shellQuote(p))
+	return m
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func (m *tmuxT) tmux(args ...string) string {
+	m.t.Helper()
+	out, err := exec.CommandContext(ctx(m.t), "tmux", append([]string{"-L", m.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		m.t.Fatalf("tmux %q: %v %s", args, err, out)
+	}
+	return string(out)
+}
+
+// line types a command line in the pane and presses Enter.
+func (m *tmuxT) line(s string) {
+	m.tmux("send-keys", "-t", "t", "-l", s)
+	m.tmux("send-keys", "-t", "t", "Enter")
+}
+
+func (m *tmuxT) keys(k ...string) { m.tmux(append([]string{"send-keys", "-t", "t"}, k...)...) }
+
+// waitFor waits until the pane signals channel ch (tmux wait-for -S).
+func (m *tmuxT) waitFor(ch string) {
+	m.t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(c, "tmux", "-L", m.sock, "wait-for", ch).CombinedOutput(); err != nil {
+		m.t.Fatalf("waiting for %s: %v %s\nscreen:\n%s", ch, err, out, m.screen())
+	}
+}
+
+// waitText waits until the pane has shown text.
+func (m *tmuxT) waitText(text string) {
+	m.t.Helper()
+	m.out.waitMatch(m.t, regexp.MustCompile("()"+regexp.QuoteMeta(text)))
+}
+
+func (m *tmuxT) screen() string {
+	out, _ := exec.Command("tmux", "-L", m.sock, "capture-pane", "-p", "-J", "-t", "t", "-S", "-200").CombinedOutput()
+	return string(out)
+}
+
+// afterwards is what the pane does once a command ends: its exit code and
+// its terminal settings to files, then the signal on channel ch.
+func afterwards(ch string) string {
+	return fmt.Sprintf(`echo $? > %[1]s.rc; stty -g > %[1]s.after; stty -a > %[1]s.stty; tmux -L "${TMUX_SOCK}" wait-for -S %[1]s`, ch)
+}
+
+// checkRestored checks the terminal settings after run ch equal those
+// before (saved by the pane in before) and are a sane cooked terminal.
+func (m *tmuxT) checkRestored(ch string) {
+	m.t.Helper()
+	before, _ := os.ReadFile(filepath.Join(m.dir, "before"))
+	after, _ := os.ReadFile(filepath.Join(m.dir, ch+".after"))
+	if len(before) == 0 || !bytes.Equal(before, after) {
+		m.t.Errorf("%s: terminal settings changed: before %q, after %q", ch, before, after)
+	}
+	sttyA, _ := os.ReadFile(filepath.Join(m.dir, ch+".stty"))
+	for _, f := range []string{"icanon", "echo", "isig", "opost", "icrnl"} {
+		if !regexp.MustCompile(`(^|\s)` + f + `(\s|$)`).Match(sttyA) {
+			m.t.Errorf("%s: stty -a after shows no %s:\n%s", ch, f, sttyA)
+		}
+	}
+}
+
+func (m *tmuxT) rc(ch string) int {
+	m.t.Helper()
+	b, err := os.ReadFile(filepath.Join(m.dir, ch+".rc"))
+	n, err2 := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || err2 != nil {
+		m.t.Fatalf("%s.rc: %v %v %q", ch, err, err2, b)
+	}
+	return n
+}
+
+// fifo makes a named pipe in dir; read returns what one writer wrote.
+func fifo(t *testing.T, dir, name string) func() string {
+	p := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func() string {
+		t.Helper()
+		got := make(chan string, 1)
+		go func() {
+			b, _ := os.ReadFile(p) // blocks until a writer opened and closed it
+			got <- strings.TrimSpace(string(b))
+		}()
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(60 * time.Second):
+			t.Fatalf("nothing came through %s", p)
+			return ""
+		}
+	}
+}
+
+func TestCLITerminalCtrlC(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	ready := fifo(t, dir, "ready")
+	m := newTmux(t, s, dir, 100, 30)
+	m.line(`stty -g > before`)
+
+	// One Ctrl-C: the job gets SIGINT (its trap prints), and shellctl
+	// exits with the job's code.
+	m.line(`shellctl run 'trap "echo got INT; exit 42" INT; stty size; echo up > ready; while :; do sleep 0.1; done'; ` + afterwards("one"))
+	if got := ready(); got != "up" {
+		t.Fatalf("ready: %q", got)
+	}
+	m.keys("C-c")
+	m.waitFor("one")
+	scr := m.screen()
+	if rc := m.rc("one"); rc != 42 {
+		t.Errorf("shellctl run after Ctrl-C exited %d, want the job's 42:\n%s", rc, scr)
+	}
+	for _, w := range []string{"got INT", "sent SIGINT to job", "30 100"} {
+		if !strings.Contains(scr, w) {
+			t.Errorf("the screen lacks %q:\n%s", w, scr)
+		}
+	}
+	m.checkRestored("one")
+
+	// Two Ctrl-C within a few seconds: a job that ignores SIGINT is
+	// terminated, and shellctl still exits with its code.
+	m.line(`clear; shellctl run 'trap "echo ignored INT" INT; echo up > ready; while :; do sleep 0.1; done'; ` + afterwards("two"))
+	if got := ready(); got != "up" {
+		t.Fatalf("ready: %q", got)
+	}
+	m.keys("C-c")
+	// A person's second Ctrl-C comes after the first was seen (two at
+	// once merge into one pending SIGINT in the kernel).
+	m.waitText("\nignored INT") // the trap's line, not the command's echo
+	m.keys("C-c")
+	m.waitFor("two")
+	scr = m.screen()
+	id := regexp.MustCompile(`terminating job ([0-9a-f]{16})`).FindStringSubmatch(scr)
+	if id == nil {
+		t.Fatalf("no 'terminating job' on the screen:\n%s", scr)
+	}
+	st, err := s.c.Status(ctx(t), id[1])
+	if err != nil || st.Status != "terminated" || st.ExitCode == nil {
+		t.Fatalf("the job after two Ctrl-C: %+v %v", st, err)
+	}
+	if rc := m.rc("two"); rc != *st.ExitCode || rc == 0 {
+		t.Errorf("shellctl run exited %d, the job %d:\n%s", rc, *st.ExitCode, scr)
+	}
+	m.checkRestored("two")
+}
+
+// attachJob is a pty job for attach: it tells each window change (its new
+// size) through the fifo winch and each line read through in, prints each
+// line with its terminal size, and exits 7 on "quit".
+const attachJob = `trap 'stty size > winch' WINCH; echo up > ready
+while :; do
+  if read -r l; then
+    [ "$l" = quit ] && exit 7
+    echo "got:$l size:$(stty size)"
+    echo "$l" > in
+  fi
+done`
+
+func TestCLITerminalAttach(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	ready, winch, in := fifo(t, dir, "ready"), fifo(t, dir, "winch"), fifo(t, dir, "in")
+	start := func() string {
+		t.Helper()
+		r := cli(t, s, dir, "", "run", "-d", attachJob)
+		if r.code != 0 {
+			t.Fatalf("run -d: %v", r)
+		}
+		if got := ready(); got != "up" {
+			t.Fatalf("ready: %q", got)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	id := start()
+	m := newTmux(t, s, dir, 100, 30)
+	m.line(`stty -g > before`)
+
+	// Attach: the job's terminal takes the pane's size, typing reaches
+	// it, a resize reaches it, Ctrl-P Ctrl-Q detaches.
+	m.line(`shellctl attach ` + id + `; ` + afterwards("detach"))
+	if got := winch(); got != "30 100" {
+		t.Fatalf("after attach the job's terminal is %q, want the pane's 30 100", got)
+	}
+	m.line("hello")
+	if got := in(); got != "hello" {
+		t.Fatalf("the job read %q, want hello", got)
+	}
+	m.tmux("resize-window", "-t", "t", "-x", "90", "-y", "25")
+	if got := winch(); got != "25 90" {
+		t.Fatalf("after resize-window the job's terminal is %q, want 25 90", got)
+	}
+	m.line("again")
+	if got := in(); got != "again" {
+		t.Fatalf("the job read %q, want again", got)
+	}
+	m.waitText("got:again size:25 90")
+	m.keys("C-p", "C-q")
+	m.waitFor("detach")
+	scr := m.screen()
+	if rc := m.rc("detach"); rc != 0 {
+		t.Errorf("attach after detach exited %d:\n%s", rc, scr)
+	}
+	for _, w := range []string{"got:hello size:30 100", "got:again size:25 90", "detached from job " + id} {
+		if !strings.Contains(scr, w) {
+			t.Errorf("the screen lacks %q:\n%s", w, scr)
+		}
+	}
+	m.checkRestored("detach")
+	if st, err := s.c.Status(ctx(t), id); err != nil || st.Status != "running" {
+		t.Fatalf("after detach the job is %+v %v, want running", st, err)
+	}
+
+	// Attach again; the job ends: attach exits with its code.
+	m.line(`clear; shellctl attach --since-offset 0 ` + id + `; ` + afterwards("end"))
+	m.line("quit")
+	m.waitFor("end")
+	scr = m.screen()
+	if rc := m.rc("end"); rc != 7 {
+		t.Errorf("attach to a job that exits 7 exited %d:\n%s", rc, scr)
+	}
+	if !strings.Contains(scr, "got:hello size:30 100") {
+		t.Errorf("--since-offset 0 did not replay the output:\n%s", scr)
+	}
+	m.checkRestored("end")
+
+	// SIGTERM to attach: it leaves, and the terminal is restored too.
+	id = start()
+	m.line(`clear; shellctl attach ` + id + `; ` + afterwards("term"))
+	if got := winch(); got != "25 90" {
+		t.Fatalf("after attach the job's terminal is %q, want 25 90", got)
+	}
+	pid := paneChild(t, m)
+	syscall.Kill(pid, syscall.SIGTERM) // the shellctl attach this test started
+	m.waitFor("term")
+	if rc := m.rc("term"); rc != 128+15 {
+		t.Errorf("attach after SIGTERM exited %d, want 143:\n%s", rc, m.screen())
+	}
+	m.checkRestored("term")
+
+	// Attach to a job that is done: an error, and no raw terminal.
+	m.line(`clear; shellctl attach ` + strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "true").stdout) + `; ` + afterwards("done"))
+	m.waitFor("done")
+	if rc := m.rc("done"); rc != 125 {
+		t.Errorf("attach to a finished job exited %d:\n%s", rc, m.screen())
+	}
+	m.checkRestored("done")
+}
+
+// paneChild is the pid of the one child of the pane's shell (the command
+// it runs now).
+func paneChild(t *testing.T, m *tmuxT) int {
+	t.Helper()
+	shell, err := strconv.Atoi(strings.TrimSpace(m.tmux("display-message", "-p", "-t", "t", "#{pane_pid}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", shell, shell))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) != 1 {
+		t.Fatalf("children of the pane's shell: %q %v", b, err)
+	}
+	pid, _ := strconv.Atoi(f[0])
+	return pid
+}
+
+func TestCLITerminalSnapshotProgress(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	if err := os.WriteFile(filepath.Join(s.Home, "data"), bytes.Repeat([]byte("shellctl "), 1<<17), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	m := newTmux(t, s, dir, 150, 30)
+	m.line(`stty -g > before`)
+	// --announce-size (hidden) lowers the size from which Home is
+	// announced, so a small Home shows the message.
+	m.line(`shellctl snapshot save -o home.tar.zst --announce-size 1KiB; ` + afterwards("save"))
+	m.waitFor("save")
+	scr := m.screen()
+	if m.rc("save") != 0 {
+		t.Fatalf("snapshot save:\n%s", scr)
+	}
+	if !regexp.MustCompile(`Home \(` + regexp.QuoteMeta(s.Home) + `\) holds \d+\.\d [KMG]iB on disk`).MatchString(scr) {
+		t.Errorf("no size of Home before the save:\n%s", scr)
+	}
+	if !regexp.MustCompile(`saved \S+ \S* ?in \S+ \(\S+ ?\S*/s\)`).MatchString(scr) {
+		t.Errorf("no progress (bytes, rate) on the terminal:\n%s", scr)
+	}
+	if r := cli(t, s, dir, "", "ps", "-q"); r.stdout != "" {
+		t.Errorf("the job that counted Home is left: %v", r)
+	}
+}
+
+// syncBuffer is a bytes.Buffer written by one goroutine and matched by
+// another.
+type syncBuffer struct {
+	mu   chanMutex
+	buf  bytes.Buffer
+	grew chan struct{}
+}
+
+type chanMutex chan struct{}
+
+func newSyncBuffer() *syncBuffer {
+	return &syncBuffer{mu: make(chanMutex, 1), grew: make(chan struct{})}
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	b.buf.Write(p)
+	close(b.grew)
+	b.grew = make(chan struct{})
+	return len(p), nil
+}
+
+// waitMatch waits until re matches what was written and returns its first
+// group.
+func (b *syncBuffer) waitMatch(t *testing.T, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		b.mu <- struct{}{}
+		m := re.FindStringSubmatch(b.buf.String())
+		grew := b.grew
+		text := b.buf.String()
+		<-b.mu
+		if m != nil {
+			return m[1]
+		}
+		select {
+		case <-grew:
+		case <-deadline:
+			t.Fatalf("no match for %s in %q", re, text)
+		}
+	}
+}
+
+// readmeBlock is the first ```sh block after marker in README.md.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, marker)
+	if i < 0 {
+		t.Fatalf("README.md has no %q", marker)
+	}
+	s = s[i:]
+	start := strings.Index(s, "```sh\n")
+	end := strings.Index(s[start+6:], "\n```")
+	if start < 0 || end < 0 {
+		t.Fatalf("no sh block after %q", marker)
+	}
+	return s[start+6 : start+6+end+1]
+}
+
+// TestCLIReadmeExamples runs the README's command line examples exactly as
+// written: the first block by bash -e in a directory whose bin/ holds the
+// binaries under test, the terminal block typed into tmux.
+func TestCLIReadmeExamples(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	block := readmeBlock(t, "<!-- cli-examples:")
+	work := t.TempDir()
+	if err := os.Symlink(binDir, filepath.Join(work, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx(t), "bash", "-e", "-c", block)
+	cmd.Dir = work
+	cmd.Env = append(cliEnv(t, s), "TMPDIR="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the README's examples: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	got := out.String()
+	for _, re := range []string{
+		`(?m)^tests pass in /\S+/tmp\.\w+$`, // make ran where the example cd'd
+		`(?m)^out$`, `(?m)^the job exited 3$`,
+		`(?m)^ID +STATUS +EXIT +MODE +AGE +COMMAND$`,
+		`(?m)^tick 1\ntick 2\ntick 3\n0\n\{`, // logs -f, then wait's 0, then the record
+		`hi ada`, `(?m)^ended by SIGINT: 130$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("the examples' output lacks %s:\n%s", re, got)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^err$`).MatchString(errb.String()) {
+		t.Errorf("the stdio job's stderr did not come on stderr: %q", errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(work, "home.tar.zst")); err == nil {
+		t.Errorf("the snapshot went to the start directory, not the example's own")
+	}
+
+	// The terminal block, line by line, in a terminal.
+	dir := t.TempDir()
+	m := newTmux(t, s, dir, 100, 30)
+	m.line(`stty -g > before`)
+	lines := strings.Split(strings.TrimSpace(readmeBlock(t, "<!-- cli-terminal-examples:")), "\n")
+	for _, l := range lines {
+		m.line(l)
+	}
+	m.line("echo $((6*7))")
+	m.waitText("\n42")
+	m.keys("C-p", "C-q")
+	m.waitText("detached from job")
+	m.line(afterwards("readme")) // $? is still attach's
+	m.waitFor("readme")
+	if rc := m.rc("readme"); rc != 0 {
+		t.Errorf("attach after detach: %d\n%s", rc, m.screen())
+	}
+	m.checkRestored("readme")
+}
+
+func TestCLITerminalRunInteractive(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	m := newTmux(t, s, dir, 100, 30)
+	m.line(`stty -g > before`)
+	m.line(`shellctl run -i 'printf "name? "; read -r n; echo "hi $n"; exit 3'; ` + afterwards("i"))
+	m.waitText("\rname? ") // the job's prompt, not the command's echo
+	m.line("ada")
+	m.waitFor("i")
+	if rc := m.rc("i"); rc != 3 {
+		t.Errorf("run -i exited %d, want the job's 3:\n%s", rc, m.screen())
+	}
+	m.waitText("hi ada")
+	m.checkRestored("i")
+	// Not a terminal: stdin goes to the job all the same.
+	if r := cli(t, s, dir, "ada\n", "run", "-i", `read -r n; echo "hi $n"`); r.code != 0 || !strings.Contains(r.stdout, "hi ada") {
+		t.Errorf("run -i with a pipe: %v", r)
+	}
+	if r := cli(t, s, dir, "", "run", "-i", "--mode", "stdio", "true"); r.code != 125 {
+		t.Errorf("run -i --mode stdio: %v", r)
+	}
+}
+
+// TestCLIStreamsByteExact: with the stream route, what run, logs and
+// logs -f print is the job's bytes exactly, bytes that are not UTF-8
+// included (the wait route would send them as U+FFFD).
+func TestCLIStreamsByteExact(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	status, body, err := s.c.Do(ctx(t), "GET", "/v1/jobs/0123456789abcdef/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status == 404 && !strings.Contains(string(body), "job_not_found") {
+		t.Skip("this server has no stream route")
+	}
+	dir := t.TempDir()
+	script := `printf 'a\377b\n'; printf 'e\376\n' >&2`
+	r := cli(t, s, dir, "", "run", "--mode", "stdio", script)
+	if r.code != 0 || r.stdout != "a\xffb\n" || r.stderr != "e\xfe\n" {
+		t.Fatalf("run: %v", r)
+	}
+	id := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "--mode", "stdio", script).stdout)
+	cli(t, s, dir, "", "wait", id)
+	for _, args := range [][]string{{"logs", id}, {"logs", "-f", id}} {
+		if r := cli(t, s, dir, "", args...); r.stdout != "a\xffb\n" {
+			t.Errorf("%q: %v", args, r)
+		}
+		if r := cli(t, s, dir, "", append(args, "--stderr")...); r.stdout != "e\xfe\n" {
+			t.Errorf("%q --stderr: %v", args, r)
+		}
+	}
+	// run -d answers once the job runs: a signal right after it reaches it.
+	id = strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "sleep 600").stdout)
+	if r := cli(t, s, dir, "", "kill", "-s", "INT", id); r.code != 0 {
+		t.Errorf("kill -s INT right after run -d: %v", r)
+	}
+	if r := cli(t, s, dir, "", "wait", id); r.code != 130 {
+		t.Errorf("wait: %v, want 130", r)
+	}
+}
