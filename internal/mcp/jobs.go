@@ -67,6 +67,12 @@ type Jobs interface {
 	Terminate(ctx context.Context, id string, grace float64) error
 	// Record is the job's full record (extended-api.md §2).
 	Record(ctx context.Context, id string) (map[string]any, error)
+	// Screen is what a pty job's terminal shows, with up to scrollback
+	// earlier rows (README "Screen and keys").
+	Screen(ctx context.Context, id string, scrollback int) (*client.Screen, error)
+	// Keys types keys on a running pty job's terminal and returns its
+	// screen once the program has settled.
+	Keys(ctx context.Context, id string, r client.KeysRequest) (*client.Screen, error)
 }
 
 // InputWaitHeader is the extended API's header that tells whether a pty job

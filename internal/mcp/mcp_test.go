@@ -26,6 +26,9 @@ type fakeJobs struct {
 	runs    []RunRequest
 	signals []string
 	wait    *bool // input_wait to report
+
+	lines, scrollback []string             // the screen (screen_test.go)
+	keys              []client.KeysRequest // every keys request
 }
 
 const fakeID = "00000000000000aa"

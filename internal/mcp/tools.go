@@ -155,6 +155,8 @@ func (s *Server) addTools() {
 		InputSchema: schemaFor[listIn](nil),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
 	}, s.list)
+
+	s.addScreenTools() // screen.go
 }
 
 func (s *Server) waitReq(st *session, id string, timeout float64) WaitRequest {
