@@ -45,7 +45,6 @@ func (f *fakeJobs) Keys(ctx context.Context, id string, r client.KeysRequest) (*
 	return f.Screen(ctx, id, r.Scrollback)
 }
 
-
 func TestScreenTool(t *testing.T) {
 	f := &fakeJobs{lines: []string{"line 1", "line 2", "", "", ":"}}
 	cs := connect(t, New(f, Options{}))
