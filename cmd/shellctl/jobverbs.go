@@ -243,5 +243,6 @@ func rmCmd(cf *clientFlags) *cobra.Command {
 func addClientCommands(root *cobra.Command) {
 	cf := theClientFlags
 	root.AddCommand(runCmd(cf), logsCmd(cf), attachCmd(cf), psCmd(cf), inspectCmd(cf), killCmd(cf),
-		rmCmd(cf), waitCmd(cf), inputCmd(cf), tailCmd(cf), statusCmd(cf), terminateCmd(cf), snapshotCmd(cf))
+		rmCmd(cf), waitCmd(cf), inputCmd(cf), tailCmd(cf), statusCmd(cf), terminateCmd(cf), snapshotCmd(cf),
+		screenCmd(cf), keysCmd(cf)) // screen.go
 }
