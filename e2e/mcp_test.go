@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -162,6 +163,9 @@ type mcpReport struct {
 		CtrlcRun, Ctrlc                 mcpResult
 		BadCwd, UnknownJob, BadKey      mcpResult
 		List                            mcpResult
+		// The screen tools on less.
+		LessRun, LessScreen, LessSpace, LessDown, LessQuit, LessWait, LessAfter mcpResult
+		ScreenStdio, KeysEnded, KeysBad, ScreenUnknown                          mcpResult
 	} `json:"steps"`
 }
 
@@ -224,7 +228,7 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 	if rep.Server.Name != "shellctl" {
 		t.Errorf("server name %q, want shellctl", rep.Server.Name)
 	}
-	want := []string{"shell_input", "shell_interrupt", "shell_list", "shell_run", "shell_status", "shell_wait"}
+	want := []string{"shell_input", "shell_interrupt", "shell_keys", "shell_list", "shell_run", "shell_screen", "shell_status", "shell_wait"}
 	var got []string
 	for _, tl := range rep.Tools {
 		got = append(got, tl.Name)
@@ -320,6 +324,8 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 		}
 	}
 
+	checkMCPScreen(t, rep)
+
 	// The session's jobs, and only its.
 	var list struct {
 		Jobs []struct {
@@ -335,16 +341,16 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 	for _, j := range list.Jobs {
 		ids[j.JobID] = j.Status
 	}
-	if len(list.Jobs) != 4 || ids[run.JobID] != "exited" || ids[first.JobID] != "exited" {
-		t.Errorf("shell_list: %s, want the 4 jobs of the session", st.List.Data)
+	if len(list.Jobs) != 5 || ids[run.JobID] != "exited" || ids[first.JobID] != "exited" {
+		t.Errorf("shell_list: %s, want the 5 jobs of the session", st.List.Data)
 	}
 	// The server ran exactly those jobs.
 	all, err := s.c.List(context.Background(), "", 50)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 4+mcpTimedRuns {
-		t.Errorf("the server ran %d jobs, want %d", len(all), 4+mcpTimedRuns)
+	if len(all) != 5+mcpTimedRuns {
+		t.Errorf("the server ran %d jobs, want %d", len(all), 5+mcpTimedRuns)
 	}
 	for _, j := range all[mcpTimedRuns:] { // newest first: the timed runs came last
 		if _, ok := ids[j.JobID]; !ok {
@@ -402,5 +408,81 @@ func TestMCPStreamDoesNotHoldStop(t *testing.T) {
 	}
 	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("serve exited with %d after SIGTERM, want 0", code)
+	}
+}
+
+// mcpScreen is an answer of shell_screen or shell_keys.
+type mcpScreen struct {
+	Cols, Rows int
+	Cursor     struct{ Row, Col int }
+	AltScreen  bool      `json:"alt_screen"`
+	Lines      []string  `json:"lines"`
+	Scrollback *[]string `json:"scrollback"`
+}
+
+func (r mcpResult) screen(t *testing.T, step string) mcpScreen {
+	t.Helper()
+	if r.IsError {
+		t.Fatalf("%s: tool error: %s", step, r.Text)
+	}
+	var sc mcpScreen
+	if err := json.Unmarshal(r.Data, &sc); err != nil {
+		t.Fatalf("%s: structured content %s: %v", step, r.Data, err)
+	}
+	return sc
+}
+
+// checkMCPScreen: less driven by shell_keys, read by shell_screen, through
+// the reference SDK.
+func checkMCPScreen(t *testing.T, rep mcpReport) {
+	t.Helper()
+	st := &rep.Steps
+	for _, tl := range rep.Tools {
+		if (tl.Name == "shell_screen" || tl.Name == "shell_keys") && !strings.Contains(tl.Description, "less") {
+			t.Errorf("%s: the description does not say when to use it (full-screen programs): %q", tl.Name, tl.Description)
+		}
+		if tl.Name == "shell_keys" && strings.Join(tl.Required, ",") != "job_id,keys" {
+			t.Errorf("shell_keys requires %v, want [job_id keys]", tl.Required)
+		}
+	}
+	if run := st.LessRun.answer(t, "shell_run (less)"); run.Done {
+		t.Fatalf("less ended at once: %+v", run)
+	}
+	sc := st.LessScreen.screen(t, "shell_screen (less)")
+	if !sc.AltScreen || sc.Rows < 10 || len(sc.Lines) != sc.Rows || sc.Lines[0] != "line 0001" || sc.Lines[sc.Rows-2] != fmt.Sprintf("line %04d", sc.Rows-1) {
+		t.Fatalf("shell_screen of less: %s\n%s", st.LessScreen.Data, st.LessScreen.Text)
+	}
+	if !strings.Contains(st.LessScreen.Text, "alternate screen") || !strings.Contains(st.LessScreen.Text, "\nline 0001\n") {
+		t.Errorf("shell_screen text: %q", st.LessScreen.Text)
+	}
+	page := sc.Rows - 1
+	if sp := st.LessSpace.screen(t, "shell_keys Space"); sp.Lines[0] != fmt.Sprintf("line %04d", page+1) {
+		t.Errorf("after Space row 0 is %q, want line %04d", sp.Lines[0], page+1)
+	}
+	if dn := st.LessDown.screen(t, "shell_keys down Down"); dn.Lines[0] != fmt.Sprintf("line %04d", page+3) {
+		t.Errorf("after Down Down row 0 is %q, want line %04d", dn.Lines[0], page+3)
+	}
+	if q := st.LessQuit.screen(t, "shell_keys q"); q.AltScreen {
+		t.Errorf("after q: still on the alternate screen: %s", st.LessQuit.Text)
+	}
+	if w := st.LessWait.answer(t, "shell_wait (less)"); !w.Done || !strings.Contains(w.Output, "after less") {
+		t.Errorf("less's job after q: %+v", w)
+	}
+	after := st.LessAfter.screen(t, "shell_screen (less ended)")
+	if after.AltScreen || after.Scrollback == nil || !slices.Contains(after.Lines, "after less") {
+		t.Errorf("the last screen of the job: %s", st.LessAfter.Data)
+	}
+	for name, r := range map[string]struct {
+		res  mcpResult
+		want string
+	}{
+		"screen of a stdio job": {st.ScreenStdio, "a stdio job has no terminal"},
+		"keys to an ended job":  {st.KeysEnded, "job_not_running"},
+		"a bad key":             {st.KeysBad, `"C-1"`},
+		"screen of no such job": {st.ScreenUnknown, "job_not_found"},
+	} {
+		if !r.res.IsError || !strings.Contains(r.res.Text, r.want) {
+			t.Errorf("%s: isError %v, text %q; want a tool error with %q", name, r.res.IsError, r.res.Text, r.want)
+		}
 	}
 }

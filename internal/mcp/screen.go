@@ -45,11 +45,11 @@ type ScreenAnswer struct {
 		Col     int  `json:"col" jsonschema:"the cursor's column, from 0"`
 		Visible bool `json:"visible"`
 	} `json:"cursor"`
-	AltScreen  bool     `json:"alt_screen" jsonschema:"true while the program uses the alternate screen (less, vim, top, curses programs); false once it has left it"`
-	Title      string   `json:"title" jsonschema:"the terminal title the program set, if any"`
-	Lines      []string `json:"lines" jsonschema:"the text of each row of the screen, top to bottom, trailing blanks trimmed"`
-	Scrollback []string `json:"scrollback,omitempty" jsonschema:"rows that scrolled off the top, oldest first (when asked for)"`
-	Note       string   `json:"note,omitempty" jsonschema:"what was left out of this answer, when something was"`
+	AltScreen  bool      `json:"alt_screen" jsonschema:"true while the program uses the alternate screen (less, vim, top, curses programs); false once it has left it"`
+	Title      string    `json:"title" jsonschema:"the terminal title the program set, if any"`
+	Lines      []string  `json:"lines" jsonschema:"the text of each row of the screen, top to bottom, trailing blanks trimmed"`
+	Scrollback *[]string `json:"scrollback,omitempty" jsonschema:"rows that scrolled off the top, oldest first (when asked for)"`
+	Note       string    `json:"note,omitempty" jsonschema:"what was left out of this answer, when something was"`
 }
 
 // Jobs' screen methods over the /v1 API.
@@ -227,10 +227,10 @@ func (s *Server) screenAnswer(id string, sc *client.Screen) (*sdk.CallToolResult
 		sb = sb[first:]
 	}
 	if sc.Scrollback != nil {
-		a.Scrollback = sb
-		if a.Scrollback == nil {
-			a.Scrollback = []string{}
+		if sb == nil {
+			sb = []string{}
 		}
+		a.Scrollback = &sb
 	}
 	a.Note = strings.Join(notes, "; ")
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: renderScreen(a, sc.Scrollback != nil)}}}, a
@@ -258,8 +258,8 @@ func renderScreen(a ScreenAnswer, withScrollback bool) string {
 	}
 	b.WriteString("]\n")
 	if withScrollback {
-		fmt.Fprintf(&b, "--- scrollback: %d rows, oldest first ---\n", len(a.Scrollback))
-		for _, l := range a.Scrollback {
+		fmt.Fprintf(&b, "--- scrollback: %d rows, oldest first ---\n", len(*a.Scrollback))
+		for _, l := range *a.Scrollback {
 			b.WriteString(l + "\n")
 		}
 		b.WriteString("--- screen ---\n")

@@ -54,7 +54,7 @@ func TestScreenTool(t *testing.T) {
 	if err := json.Unmarshal(raw, &a); err != nil {
 		t.Fatal(err)
 	}
-	if res.IsError || a.Rows != 5 || !a.AltScreen || a.Cursor.Row != 4 || a.Title != "less" || len(a.Lines) != 5 || a.Lines[4] != ":" || a.Scrollback != nil {
+	if res.IsError || a.Rows != 5 || !a.AltScreen || a.Cursor.Row != 4 || a.Title != "less" || len(a.Lines) != 5 || a.Lines[4] != ":" || a.Scrollback != nil || strings.Contains(string(raw), "scrollback") {
 		t.Fatalf("shell_screen: %s / %q", raw, text(res))
 	}
 	want := "[screen of job " + fakeID + ": 80x5 (cols x rows), cursor at row 4 col 1, alternate screen (a full-screen program), title \"less\"]\nline 1\nline 2\n\n\n:\n"
@@ -82,7 +82,7 @@ func TestScreenBounded(t *testing.T) {
 	raw, _ := json.Marshal(res.StructuredContent)
 	json.Unmarshal(raw, &a)
 	// 100 bytes: 20 for the screen, 80 for 8 scrollback rows, the newest.
-	if len(a.Scrollback) != 8 || a.Scrollback[7] != "old 00049" || a.Scrollback[0] != "old 00042" || !strings.Contains(a.Note, "22 oldest scrollback rows are left out") {
+	if a.Scrollback == nil || len(*a.Scrollback) != 8 || (*a.Scrollback)[7] != "old 00049" || (*a.Scrollback)[0] != "old 00042" || !strings.Contains(a.Note, "22 oldest scrollback rows are left out") {
 		t.Fatalf("bounded scrollback: %s", raw)
 	}
 	if !strings.Contains(text(res), "--- scrollback: 8 rows, oldest first ---\nold 00042\n") || !strings.Contains(text(res), "--- screen ---\naaaaaaaaa\nbbbbbbbbb\n") {
@@ -96,7 +96,7 @@ func TestScreenBounded(t *testing.T) {
 	raw, _ = json.Marshal(res.StructuredContent)
 	a = ScreenAnswer{}
 	json.Unmarshal(raw, &a)
-	if len(a.Lines) != 10 || len(a.Scrollback) != 0 || !strings.Contains(a.Note, "rows 10..29 are left out") {
+	if len(a.Lines) != 10 || a.Scrollback == nil || len(*a.Scrollback) != 0 || !strings.Contains(string(raw), `"scrollback":[]`) || !strings.Contains(a.Note, "rows 10..29 are left out") {
 		t.Errorf("a screen over the cap: %s", raw)
 	}
 }

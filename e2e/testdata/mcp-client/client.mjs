@@ -90,6 +90,20 @@ async function main() {
   s.unknownJob = await call(client, "shell_wait", { job_id: "0123456789abcdef" });
   s.badKey = await call(client, "shell_input", { job_id: pid, keys: ["Hyper"] });
 
+  // A full-screen program: less, read with shell_screen, driven with shell_keys.
+  s.lessRun = await call(client, "shell_run", { script: "seq -f 'line %04g' 1 500 | less; echo after less", timeout_seconds: 10 });
+  const lid = s.lessRun.data && s.lessRun.data.job_id;
+  s.lessScreen = await call(client, "shell_screen", { job_id: lid });
+  s.lessSpace = await call(client, "shell_keys", { job_id: lid, keys: ["Space"] });
+  s.lessDown = await call(client, "shell_keys", { job_id: lid, keys: ["down", "Down"], timeout_seconds: 5 });
+  s.lessQuit = await call(client, "shell_keys", { job_id: lid, keys: ["q"] });
+  s.lessWait = await call(client, "shell_wait", { job_id: lid, timeout_seconds: 10 });
+  s.lessAfter = await call(client, "shell_screen", { job_id: lid, scrollback: 10 });
+  s.screenStdio = await call(client, "shell_screen", { job_id: long.data && long.data.job_id });
+  s.keysEnded = await call(client, "shell_keys", { job_id: lid, keys: ["q"] });
+  s.keysBad = await call(client, "shell_keys", { job_id: lid, keys: ["C-1"] });
+  s.screenUnknown = await call(client, "shell_screen", { job_id: "0123456789abcdef" });
+
   s.list = await call(client, "shell_list", {});
 
   // How long a short job takes through the whole chain, client to client.
