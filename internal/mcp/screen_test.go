@@ -48,6 +48,9 @@ func (f *fakeJobs) Keys(ctx context.Context, id string, r client.KeysRequest) (*
 func TestScreenTool(t *testing.T) {
 	f := &fakeJobs{lines: []string{"line 1", "line 2", "", "", ":"}}
 	cs := connect(t, New(f, Options{}))
+	if in := cs.InitializeResult().Instructions; !strings.Contains(in, "shell_screen") || !strings.Contains(in, "shell_keys") {
+		t.Errorf("the server's instructions do not point at the screen tools: %q", in)
+	}
 	res, _ := callTool(t, cs, "shell_screen", map[string]any{"job_id": fakeID})
 	var a ScreenAnswer
 	raw, _ := json.Marshal(res.StructuredContent)

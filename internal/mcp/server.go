@@ -95,7 +95,8 @@ func New(jobs Jobs, opts Options) *Server {
 	s := &Server{jobs: jobs, opts: opts, sessions: map[*sdk.ServerSession]*session{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "shellctl", Title: "shellctl: a shell for agents", Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: "Run shell commands as jobs with shell_run. Each answer carries the output since the previous answer about that job " +
-			fmt.Sprintf("(at most %d bytes); read more with shell_wait, answer prompts with shell_input, stop a job with shell_interrupt.", opts.OutputCap),
+			fmt.Sprintf("(at most %d bytes); read more with shell_wait, answer prompts with shell_input, stop a job with shell_interrupt. "+
+				"For full-screen programs (vim, less, top, curses menus) read what the terminal shows with shell_screen and press keys with shell_keys.", opts.OutputCap),
 		Logger:                    opts.Logger,
 		SupportedProtocolVersions: protocolVersions,
 	})
