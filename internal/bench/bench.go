@@ -52,6 +52,9 @@ var groups = []group{
 	{"pty", "pty throughput", benchPTYThroughput},
 	{"stream", "live output stream throughput, stdio and pty", benchStream},
 	{"page", "page read", benchPageRead},
+	{"inputwait", "input-wait, prompt to answer", benchInputWait},
+	{"screen", "screen answer time", benchScreen},
+	{"mcp", "MCP tool-call overhead over /v1", benchMCP},
 	{"memory", "memory per running job", benchJobMemory},
 	{"snapshot", "snapshot save and restore", benchSnapshot},
 }
@@ -65,40 +68,87 @@ func GroupNames() string {
 	return b.String()
 }
 
-// Config of one bench run.
+// Config of one bench invocation.
 type Config struct {
 	Bin   string   // directory of the shellctl binaries
 	Quick bool     // QuickSizes instead of FullSizes
+	Runs  int      // full runs of the table, each on a fresh server (< 1: 1)
 	Only  []string // group names; empty = all
 	Out   io.Writer
 	Log   io.Writer // progress lines
 }
 
-// Run measures the selected figures and prints the table and the summary.
-// It returns the rows; an error only when nothing could be measured.
-func Run(ctx context.Context, c Config) ([]*Row, error) {
+// Run measures the selected figures Runs times, each time on a fresh
+// server, and prints each run's table, then (for two runs or more) every
+// figure's spread across the runs, the machine line and the summary. It
+// returns the rows of every run; an error only when nothing could be
+// measured.
+func Run(ctx context.Context, c Config) ([][]*Row, error) {
 	for _, n := range c.Only {
 		if !slices.ContainsFunc(groups, func(g group) bool { return g.name == n }) {
 			return nil, fmt.Errorf("unknown figure group %q; known:\n%s", n, GroupNames())
 		}
 	}
-	sizes := FullSizes
-	if c.Quick {
-		sizes = QuickSizes
-	}
+	runs := max(c.Runs, 1)
 	cpu, cores := CPUModel(), runtime.NumCPU()
 	mode := "full"
 	if c.Quick {
 		mode = "quick"
 	}
-	fmt.Fprintf(c.Out, "shellctl bench (%s) on %s, %d cores, %s/%s, %s\n", mode, cpu, cores, runtime.GOOS, runtime.GOARCH, loadAvg())
+	machine := fmt.Sprintf("%s, %d cores, %s/%s, kernel %s", cpu, cores, runtime.GOOS, runtime.GOARCH, kernelRelease())
+	load0 := loadAvg()
+	began := time.Now()
+	fmt.Fprintf(c.Out, "shellctl bench (%s, %d run%s) on %s, %s at start, %s\n", mode, runs, plural(runs), machine, load0, began.UTC().Format(time.RFC3339))
 
+	var all [][]*Row
+	for k := 0; k < runs && ctx.Err() == nil; k++ {
+		rows, err := runOnce(ctx, c, k, runs)
+		if err != nil && len(rows) == 0 {
+			if len(all) == 0 {
+				return nil, err
+			}
+			fmt.Fprintf(c.Out, "run %d: %v\n", k+1, err)
+			break
+		}
+		if err != nil {
+			fmt.Fprintf(c.Out, "run %d: %v\n", k+1, err)
+		}
+		all = append(all, rows)
+	}
+	load1 := loadAvg()
+	fmt.Fprintf(c.Out, "\nmachine: %s; %s at start, %s at end; %d run%s in %.0f s\n", machine, load0, load1, len(all), plural(len(all)), time.Since(began).Seconds())
+	if len(all) >= 2 {
+		sp := Spread(all)
+		fmt.Fprintf(c.Out, "\nspread over %d runs (each on a fresh server; ratio = runtime p50 / floor p50 of the same run, or their difference):\n\n", len(all))
+		WriteSpread(c.Out, sp)
+		fmt.Fprintln(c.Out)
+		fmt.Fprintln(c.Out, SpreadSummary(sp, len(all), c.Quick, cpu, cores))
+	} else if len(all) == 1 {
+		fmt.Fprintln(c.Out, Summary(all[0], c.Quick, cpu, cores))
+	}
+	return all, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// runOnce measures the selected figures on a fresh server and prints
+// their table.
+func runOnce(ctx context.Context, c Config, k, runs int) ([]*Row, error) {
+	sizes := FullSizes
+	if c.Quick {
+		sizes = QuickSizes
+	}
 	e, err := StartEnv(ctx, c.Bin)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
-	fmt.Fprintf(c.Out, "server %s (pid %d), state dir and Home under %s\n\n", e.URL, e.PID, e.Dir)
+	fmt.Fprintf(c.Out, "\nrun %d of %d: server %s (pid %d), state dir and Home under %s, %s\n", k+1, runs, e.URL, e.PID, e.Dir, loadAvg())
 
 	var rows []*Row
 	for _, g := range groups {
@@ -113,7 +163,7 @@ func Run(ctx context.Context, c Config) ([]*Row, error) {
 			return rows, fmt.Errorf("the server exited:\n%s", e.StderrTail())
 		}
 		start := time.Now()
-		fmt.Fprintf(c.Log, "bench: %s…", g.desc)
+		fmt.Fprintf(c.Log, "bench run %d/%d: %s…", k+1, runs, g.desc)
 		got := g.run(ctx, e, sizes)
 		fmt.Fprintf(c.Log, " %.1f s\n", time.Since(start).Seconds())
 		if !e.Alive() {
@@ -136,8 +186,17 @@ func Run(ctx context.Context, c Config) ([]*Row, error) {
 	fmt.Fprintln(c.Out)
 	WriteTable(c.Out, rows)
 	fmt.Fprintln(c.Out)
-	fmt.Fprintln(c.Out, Summary(rows, c.Quick, cpu, cores))
+	fmt.Fprintf(c.Out, "run %d: %s; %s at end\n", k+1, Summary(rows, c.Quick, CPUModel(), runtime.NumCPU()), loadAvg())
 	return rows, nil
+}
+
+// kernelRelease is the running kernel's release.
+func kernelRelease() string {
+	raw, err := readFileString("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(raw)
 }
 
 func loadAvg() string {

@@ -271,7 +271,18 @@ func WriteTable(w io.Writer, rows []*Row) {
 	for _, r := range rows {
 		all = append(all, r.cells())
 	}
-	width := make([]int, len(header))
+	writeGrid(w, all)
+	for _, r := range rows {
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "  %s: %s\n", r.Figure, n)
+		}
+	}
+}
+
+// writeGrid prints rows of cells as a Markdown-compatible table whose
+// first row is the header.
+func writeGrid(w io.Writer, all [][]string) {
+	width := make([]int, len(all[0]))
 	for _, c := range all {
 		for i, s := range c {
 			if n := len([]rune(s)); n > width[i] {
@@ -291,18 +302,13 @@ func WriteTable(w io.Writer, rows []*Row) {
 		fmt.Fprintln(w, b.String())
 	}
 	line(all[0])
-	sep := make([]string, len(header))
+	sep := make([]string, len(all[0]))
 	for i := range sep {
 		sep[i] = strings.Repeat("-", width[i])
 	}
 	line(sep)
 	for _, c := range all[1:] {
 		line(c)
-	}
-	for _, r := range rows {
-		for _, n := range r.Notes {
-			fmt.Fprintf(w, "  %s: %s\n", r.Figure, n)
-		}
 	}
 }
 
@@ -330,4 +336,136 @@ func Summary(rows []*Row, quick bool, cpu string, cores int) string {
 		plural = ""
 	}
 	return fmt.Sprintf("bench: %d/%d targets met%s (%s) on %s, %d core%s", met, len(rows), extra, mode, cpu, cores, plural)
+}
+
+// SpreadRow is one figure across the runs of one invocation: its runtime
+// p50 and its comparison (ratio or difference) in each run, nil where a
+// run has no such figure or could not compare it.
+type SpreadRow struct {
+	Figure   string
+	Unit     Unit
+	Target   Target
+	P50      []*float64 // runtime p50 per run
+	Compare  []*float64 // ratio (or difference) per run
+	Verdicts []Verdict
+}
+
+// Spread lines up the figures of several runs (matched by name, in the
+// order they first appear).
+func Spread(runs [][]*Row) []*SpreadRow {
+	var out []*SpreadRow
+	idx := map[string]*SpreadRow{}
+	for k, rows := range runs {
+		for _, r := range rows {
+			s := idx[r.Figure]
+			if s == nil {
+				s = &SpreadRow{Figure: r.Figure, Unit: r.Unit, Target: r.Target,
+					P50: make([]*float64, len(runs)), Compare: make([]*float64, len(runs)), Verdicts: make([]Verdict, len(runs))}
+				idx[r.Figure] = s
+				out = append(out, s)
+			}
+			if r.Err == "" && r.Runtime != nil && !math.IsNaN(r.Runtime.P50) {
+				v := r.Runtime.P50
+				s.P50[k] = &v
+			}
+			if c, ok := r.Compare(); ok {
+				s.Compare[k] = &c
+			}
+			s.Verdicts[k] = r.Verdict()
+		}
+	}
+	return out
+}
+
+// Range returns the smallest and largest of the values present.
+func Range(xs []*float64) (lo, hi float64, ok bool) {
+	for _, x := range xs {
+		if x == nil {
+			continue
+		}
+		if !ok || *x < lo {
+			lo = *x
+		}
+		if !ok || *x > hi {
+			hi = *x
+		}
+		ok = true
+	}
+	return lo, hi, ok
+}
+
+// MetAll reports whether the figure met its target in every run.
+func (s *SpreadRow) MetAll() bool {
+	for _, v := range s.Verdicts {
+		if v != Meets {
+			return false
+		}
+	}
+	return len(s.Verdicts) > 0
+}
+
+func (s *SpreadRow) compareText(c float64) string {
+	if s.Target.Kind == DiffAtMost {
+		sign := "+"
+		if c < 0 {
+			sign = "−"
+		}
+		return sign + formatNear(math.Abs(c), s.Target.Limit)
+	}
+	return formatNear(c, s.Target.Limit)
+}
+
+// cells of a spread row: figure, p50 per run, ratio per run, ratio range,
+// target, verdicts per run.
+func (s *SpreadRow) cells() []string {
+	var p50, cmp, ver []string
+	for k := range s.P50 {
+		if s.P50[k] == nil {
+			p50 = append(p50, "—")
+		} else {
+			p50 = append(p50, FormatValue(*s.P50[k]))
+		}
+		if s.Compare[k] == nil {
+			cmp = append(cmp, "—")
+		} else {
+			cmp = append(cmp, s.compareText(*s.Compare[k]))
+		}
+		ver = append(ver, s.Verdicts[k].String())
+	}
+	rng := "—"
+	if lo, hi, ok := Range(s.Compare); ok {
+		suffix := "×"
+		if s.Target.Kind == DiffAtMost {
+			suffix = " " + s.Unit.String()
+		}
+		rng = s.compareText(lo) + " – " + s.compareText(hi) + suffix
+	}
+	return []string{s.Figure, strings.Join(p50, " / ") + " " + s.Unit.String(), strings.Join(cmp, " / "), rng,
+		s.Target.String(s.Unit), strings.Join(ver, " / ")}
+}
+
+var spreadHeader = []string{"figure", "runtime p50, run 1 / 2 / …", "ratio, run 1 / 2 / …", "ratio range", "target", "verdict per run"}
+
+// WriteSpread prints the figures of several runs side by side.
+func WriteSpread(w io.Writer, spread []*SpreadRow) {
+	all := [][]string{spreadHeader}
+	for _, s := range spread {
+		all = append(all, s.cells())
+	}
+	writeGrid(w, all)
+}
+
+// SpreadSummary is the final line of a multi-run invocation.
+func SpreadSummary(spread []*SpreadRow, runs int, quick bool, cpu string, cores int) string {
+	met := 0
+	for _, s := range spread {
+		if s.MetAll() {
+			met++
+		}
+	}
+	mode := "full"
+	if quick {
+		mode = "quick"
+	}
+	return fmt.Sprintf("bench: %d/%d targets met in all %d runs (%s) on %s, %d cores", met, len(spread), runs, mode, cpu, cores)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPercentile(t *testing.T) {
@@ -147,5 +148,78 @@ func TestTableAndSummary(t *testing.T) {
 	}
 	if got := Summary(rows[:1], false, "X", 1); got != "bench: 1/1 targets met (full) on X, 1 core" {
 		t.Errorf("Summary = %q", got)
+	}
+}
+
+func TestSpread(t *testing.T) {
+	mk := func(rt, fl float64) *Row {
+		return &Row{Figure: "run→done, pty", Unit: Millis, Runtime: One(rt), Floor: One(fl), Target: Target{RatioAtMost, 2}}
+	}
+	missing := &Row{Figure: "list 200 finished", Unit: Millis, Err: "boom", Target: Target{ValueAtMost, 5}}
+	runs := [][]*Row{
+		{mk(4, 2), missing},
+		{mk(6, 2), {Figure: "list 200 finished", Unit: Millis, Runtime: One(1), Target: Target{ValueAtMost, 5}}},
+		{mk(3, 2)},
+	}
+	sp := Spread(runs)
+	if len(sp) != 2 || sp[0].Figure != "run→done, pty" || sp[1].Figure != "list 200 finished" {
+		t.Fatalf("Spread figures = %+v", sp)
+	}
+	lo, hi, ok := Range(sp[0].Compare)
+	if !ok || lo != 1.5 || hi != 3 {
+		t.Errorf("ratio range = %v–%v (%v), want 1.5–3", lo, hi, ok)
+	}
+	if *sp[0].P50[1] != 6 {
+		t.Errorf("run 2's p50 = %v, want 6", *sp[0].P50[1])
+	}
+	if sp[0].MetAll() {
+		t.Error("run 2 missed (3×), MetAll should be false")
+	}
+	want := []Verdict{Meets, Misses, Meets}
+	for k, v := range want {
+		if sp[0].Verdicts[k] != v {
+			t.Errorf("run %d verdict %v, want %v", k+1, sp[0].Verdicts[k], v)
+		}
+	}
+	// A figure absent from a run (run 3) or not measured (run 1) has no value there.
+	if sp[1].P50[0] != nil || sp[1].P50[2] != nil || sp[1].P50[1] == nil || sp[1].MetAll() {
+		t.Errorf("list spread = %+v", sp[1])
+	}
+	var b bytes.Buffer
+	WriteSpread(&b, sp)
+	out := b.String()
+	for _, s := range []string{"4.00 / 6.00 / 3.00 ms", "2.00 / 3.00 / 1.50", "1.50 – 3.00×", "meets / MISSES / meets", "— / 1.00 / — ms"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("spread table lacks %q:\n%s", s, out)
+		}
+	}
+	if got := SpreadSummary(sp, 3, false, "CPU", 2); got != "bench: 0/2 targets met in all 3 runs (full) on CPU, 2 cores" {
+		t.Errorf("SpreadSummary = %q", got)
+	}
+}
+
+func TestSpreadDiffRange(t *testing.T) {
+	r := func(rt float64) *Row {
+		return &Row{Figure: "exit seen, pty", Unit: Millis, Runtime: One(rt), Floor: One(200), Target: Target{DiffAtMost, 2}}
+	}
+	sp := Spread([][]*Row{{r(201.5)}, {r(203)}})
+	var b bytes.Buffer
+	WriteSpread(&b, sp)
+	if !strings.Contains(b.String(), "+1.50 – +3.00 ms") || !strings.Contains(b.String(), "meets / MISSES") {
+		t.Errorf("difference spread:\n%s", b.String())
+	}
+}
+
+func TestLastStamp(t *testing.T) {
+	out := "T1700000000.000001\r\nx> \r\nT1700000001.250000\r\nx> "
+	ts, err := lastStamp(out)
+	if err != nil || !ts.Equal(time.Unix(1700000001, 250000000)) {
+		t.Errorf("lastStamp = %v, %v; want the second stamp", ts, err)
+	}
+	if _, err := lastStamp("x> \r\nTea\r\n"); err == nil {
+		t.Error("no timestamp line: want an error")
+	}
+	if _, err := parseEpoch("1700000000,000001"); err == nil {
+		t.Error("a comma decimal point: want an error")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/client"
@@ -111,8 +112,13 @@ func startRangeServer(path string) (*rangeServer, error) {
 	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		off, _ := strconv.ParseInt(r.URL.Query().Get("off"), 10, 64)
 		n, _ := strconv.Atoi(r.URL.Query().Get("len"))
-		buf := make([]byte, n)
-		k, err := f.ReadAt(buf, off)
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		if cap(*bp) < n {
+			*bp = make([]byte, n)
+		}
+		buf := (*bp)[:n]
+		k, err := f.ReadAt(buf, off) // one pread
 		if err != nil && err != io.EOF {
 			http.Error(w, err.Error(), 500)
 			return
@@ -123,6 +129,8 @@ func startRangeServer(path string) (*rangeServer, error) {
 	}))
 	return rs, nil
 }
+
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 func (rs *rangeServer) Close() { rs.ln.Close(); rs.f.Close() }
 
@@ -156,51 +164,62 @@ func benchPageRead(ctx context.Context, e *Env, s Sizes) []*Row {
 		return fail(err)
 	}
 	defer rs.Close()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
-	defer hc.CloseIdleConnections()
+	// keep: one connection kept open across calls on each side (what an
+	// agent's client does); fresh: a new connection per call on each side
+	// (for the note only).
+	keep := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
+	defer keep.CloseIdleConnections()
 
 	// Both sides read the answer into a buffer kept across calls, so the
 	// client's allocations weigh on neither figure.
 	var rtBuf, flBuf bytes.Buffer
-	runtimeRead := func(off int64) (time.Duration, error) {
+	// runtimeRead times one wait call at off of job jid (log size jsize):
+	// to the last byte of the answer (the figure), and to the window's text
+	// decoded from the JSON by encoding/json (the decoded row).
+	runtimeRead := func(hc *http.Client, jid string, jsize, off int64) (body, decoded time.Duration, err error) {
 		zero := 0.0
-		body, err := json.Marshal(client.WaitRequest{Offset: off, Timeout: &zero, OutputLimit: window})
+		reqBody, err := json.Marshal(client.WaitRequest{Offset: off, Timeout: &zero, OutputLimit: window})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Client.BaseURL+"/v1/jobs/"+id+"/wait", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Client.BaseURL+"/v1/jobs/"+jid+"/wait", bytes.NewReader(reqBody))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		req.Header.Set("Authorization", "Bearer "+e.Client.Token)
 		start := time.Now()
 		resp, err := hc.Do(req)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		rtBuf.Reset()
 		_, err = rtBuf.ReadFrom(resp.Body)
 		resp.Body.Close()
-		d := time.Since(start)
+		body = time.Since(start)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		raw := rtBuf.Bytes()
 		if resp.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("wait at %d: %d %s", off, resp.StatusCode, raw)
+			return 0, 0, fmt.Errorf("wait at %d: %d %s", off, resp.StatusCode, raw)
 		}
 		var res client.JobResult
 		if err := json.Unmarshal(raw, &res); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		if got := res.Offset - off; got != window && res.Offset != size {
-			return 0, fmt.Errorf("wait at %d answered %d bytes, want %d", off, got, window)
+		decoded = time.Since(start)
+		if len(res.Output) != window && res.Offset != jsize {
+			return 0, 0, fmt.Errorf("wait at %d decoded to %d bytes of output, want %d", off, len(res.Output), window)
 		}
-		return d, nil
+		if got := res.Offset - off; got != window && res.Offset != jsize {
+			return 0, 0, fmt.Errorf("wait at %d answered %d bytes, want %d", off, got, window)
+		}
+		return body, decoded, nil
 	}
-	floorRead := func(off int64) (time.Duration, error) {
+	floorRead := func(hc *http.Client, url string, off int64) (time.Duration, error) {
 		start := time.Now()
-		resp, err := hc.Get(fmt.Sprintf("%s/?off=%d&len=%d", rs.url, off, window))
+		resp, err := hc.Get(fmt.Sprintf("%s/?off=%d&len=%d", url, off, window))
 		if err != nil {
 			return 0, err
 		}
@@ -219,39 +238,102 @@ func benchPageRead(ctx context.Context, e *Env, s Sizes) []*Row {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	last := size - window
-	var rt, fl, atStart, atEnd []float64
+	var rt, dec, fl, atStart, atEnd []float64
 	region := min(int64(8<<20), last)
 	for i := -5; i < s.Pages; i++ {
 		off := rng.Int64N(last + 1)
-		d, err := runtimeRead(off)
+		d, dd, err := runtimeRead(keep, id, size, off)
 		if err != nil {
 			return fail(err)
 		}
-		f, err := floorRead(off)
+		f, err := floorRead(keep, rs.url, off)
 		if err != nil {
 			main.FloorErr = err.Error()
 		}
 		if i >= 0 {
-			rt = append(rt, ms(d))
+			rt, dec = append(rt, ms(d)), append(dec, ms(dd))
 			if err == nil {
 				fl = append(fl, ms(f))
 			}
 		}
 	}
 	for i := 0; i < s.Pages/2; i++ {
-		a, err := runtimeRead(rng.Int64N(region))
+		a, _, err := runtimeRead(keep, id, size, rng.Int64N(region))
 		if err != nil {
 			return fail(err)
 		}
-		b, err := runtimeRead(last - rng.Int64N(region))
+		b, _, err := runtimeRead(keep, id, size, last-rng.Int64N(region))
 		if err != nil {
 			return fail(err)
 		}
 		atStart, atEnd = append(atStart, ms(a)), append(atEnd, ms(b))
 	}
+	// A new connection per call on both sides (informative).
+	var frt, ffl []float64
+	for i := 0; i < max(s.Pages/4, 10); i++ {
+		off := rng.Int64N(last + 1)
+		d, _, err := runtimeRead(fresh, id, size, off)
+		if err != nil {
+			return fail(err)
+		}
+		f, err := floorRead(fresh, rs.url, off)
+		if err != nil {
+			break
+		}
+		frt, ffl = append(frt, ms(d)), append(ffl, ms(f))
+	}
+	decoded := &Row{Figure: "page read, + Go client decode", Unit: Millis, Target: Target{RatioAtMost, 2}}
 	main.Runtime, main.Floor = Summarize(rt), Summarize(fl)
+	decoded.Runtime, decoded.Floor, decoded.FloorErr = Summarize(dec), main.Floor, main.FloorErr
 	ends.Runtime, ends.Floor = Summarize(atEnd), Summarize(atStart)
-	main.Notes = append(main.Notes, fmt.Sprintf("%d wait calls (output_limit %d, timeout 0) at random offsets of a finished stdio job's log; floor = the same bytes from a plain HTTP range server over loopback; both answers read into a buffer kept across calls", s.Pages, window))
-	ends.Notes = append(ends.Notes, fmt.Sprintf("%d windows in the last 8 MiB (runtime column) vs %d in the first 8 MiB (floor column), interleaved; target: the same at the end as at the start (within 25 %%)", len(atEnd), len(atStart)))
-	return []*Row{main, ends}
+	main.Notes = append(main.Notes, fmt.Sprintf("%d wait calls (output_limit %d, timeout 0) at uniformly random offsets (fixed seed) of a finished stdio job's %d MiB base64 text log (99-character lines), each timed from the request to the last byte of the JSON answer; floor = GET of the same window from a plain Go HTTP server over loopback that answers one pread of it; both bodies read into a buffer kept across calls; both sides keep one connection open across calls (keep-alive) and alternate call by call", s.Pages, window, s.LogMiB))
+	if a, b := Summarize(frt), Summarize(ffl); a != nil && b != nil {
+		main.Notes = append(main.Notes, fmt.Sprintf("with a new connection per call on both sides (%d calls each): runtime %s, floor %s, %s; new connections for the runtime only would give %s",
+			a.N, FormatStats(a, Millis), FormatStats(b, Millis), FormatValue(a.P50/b.P50)+"×", FormatValue(a.P50/main.Floor.P50)+"×"))
+	}
+	decoded.Notes = append(decoded.Notes, "the same calls as the page read, each timed until encoding/json has decoded the answer into the window's text (the floor's body is the bytes themselves): the cost of the JSON wire shape on the client's side, with Go's decoder")
+	if z := nulWindow(ctx, e, window, runtimeRead, floorRead, keep); z != "" {
+		decoded.Notes = append(decoded.Notes, z)
+	}
+	ends.Notes = append(ends.Notes, fmt.Sprintf("%d windows in the last 8 MiB (runtime column) vs %d in the first 8 MiB (floor column), interleaved, to the answer's last byte; target: the same at the end as at the start (within 25 %%)", len(atEnd), len(atStart)))
+	return []*Row{main, decoded, ends}
+}
+
+// nulWindow measures 512 KiB windows of a log of NUL bytes (each one a
+// six-byte JSON escape) and says what they cost, or "" when it cannot.
+func nulWindow(ctx context.Context, e *Env, window int64,
+	runtimeRead func(*http.Client, string, int64, int64) (time.Duration, time.Duration, error),
+	floorRead func(*http.Client, string, int64) (time.Duration, error), hc *http.Client) string {
+	const logMiB = 4
+	_, id, err := e.RunUntilDone(ctx, "stdio", fmt.Sprintf("head -c %dM /dev/zero", logMiB))
+	if id != "" {
+		defer e.Client.Delete(context.Background(), id, true, 1)
+	}
+	if err != nil {
+		return ""
+	}
+	rs, err := startRangeServer(filepath.Join(e.State, "jobs", id, "output.log"))
+	if err != nil {
+		return ""
+	}
+	defer rs.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var rt, dec, fl []float64
+	for i := -2; i < 10; i++ {
+		off := rng.Int64N(logMiB<<20 - window + 1)
+		d, dd, err := runtimeRead(hc, id, logMiB<<20, off)
+		if err != nil {
+			return ""
+		}
+		f, err := floorRead(hc, rs.url, off)
+		if err != nil {
+			return ""
+		}
+		if i >= 0 {
+			rt, dec, fl = append(rt, ms(d)), append(dec, ms(dd)), append(fl, ms(f))
+		}
+	}
+	a, b, c := Summarize(rt), Summarize(dec), Summarize(fl)
+	return fmt.Sprintf("a window of NUL bytes (a `head -c %dM /dev/zero` log, %d windows; each NUL is the six-byte escape \\u0000 in JSON): %s to the last byte (%s), %s decoded (%s), vs a floor of %s",
+		logMiB, a.N, FormatStats(a, Millis), FormatValue(a.P50/c.P50)+"×", FormatStats(b, Millis), FormatValue(b.P50/c.P50)+"×", FormatStats(c, Millis))
 }
