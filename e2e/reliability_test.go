@@ -196,3 +196,29 @@ func TestFullDiskKeepsTheExit(t *testing.T) {
 		})
 	}
 }
+
+// A runner whose server is gone and whose state dir was deleted cannot
+// ever hand its exit to anyone: it gives up and leaves once the job ended,
+// instead of retrying for good (a process left running forever).
+func TestRunnerLeavesWhenItsStateDirIsDeleted(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	run, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 1", Timeout: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := fxRunnerSeen(run.JobID)
+	if pid == 0 {
+		t.Fatalf("no runner seen for job %s", run.JobID)
+	}
+	s.kill(syscall.SIGKILL)
+	if err := os.RemoveAll(s.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for fxRunnerSeen(run.JobID) == pid {
+		if time.Now().After(deadline) {
+			t.Fatalf("runner %d still runs 30 s after its job ended with its state dir deleted", pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -120,6 +120,13 @@ func (r *Runner) publishExit(m *proto.Msg) {
 		if err == nil {
 			return
 		}
+		if r.jobDir != nil && r.jobDir.Removed() {
+			// The job's directory (its row's files, the database's
+			// state dir) was deleted: no server can ever read this exit,
+			// and a runner waiting for one would be left running.
+			r.log.Error("record exit: the job's directory was removed; giving up", "err", err)
+			return
+		}
 		r.log.Error("record exit: will retry", "err", err, "in", wait)
 		select {
 		case <-r.exitAck:

@@ -134,3 +134,13 @@ func (d *Dir) parent(rel string) (*Dir, string, error) {
 // FromFD makes a Dir of a directory descriptor received from the server
 // (which opened it through its own handle); path is for messages.
 func FromFD(fd int, path string) *Dir { return &Dir{fd: fd, Path: path} }
+
+// Removed reports whether the directory d holds has been deleted (no name
+// leads to it any more): whatever is written beneath it can never be read.
+func (d *Dir) Removed() bool {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return false
+	}
+	return st.Nlink == 0
+}
