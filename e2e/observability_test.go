@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/client"
@@ -240,6 +242,13 @@ func (s *server) scrape(t *testing.T, url string, auth bool) (map[string]float64
 	}
 	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("GET %s: Content-Type %q, want the Prometheus text format", url, ct)
+	}
+	// The Prometheus project's own parser of the text format must take it.
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	if fams, err := tp.TextToMetricFamilies(strings.NewReader(body)); err != nil {
+		t.Fatalf("GET %s: the Prometheus text parser refuses the answer: %v", url, err)
+	} else if len(fams) == 0 {
+		t.Fatalf("GET %s: the Prometheus text parser found no metric family", url)
 	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(body))

@@ -359,10 +359,14 @@ func (r *Runner) resize(cols, rows int) string {
 	if master == nil {
 		return "input_unsupported"
 	}
+	// The screen takes the new size before the terminal does: the
+	// program redraws on SIGWINCH, and a redraw read before the screen
+	// knew the size would be drawn at the old one (less scrolled six
+	// lines up in TestScreenResizeRedraws).
+	r.resizeScreen(cols, rows)
 	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return err.Error()
 	}
-	r.resizeScreen(cols, rows)
 	return ""
 }
 
