@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/shellctl/shellctl/internal/httperr"
 	"github.com/shellctl/shellctl/internal/jobs"
@@ -215,43 +216,15 @@ func appendOutput(ev []byte, c outputlog.Chunk) []byte {
 	ev = strconv.AppendInt(ev, c.Offset, 10)
 	if c.Text {
 		ev = append(ev, ",\"text\":"...)
-		ev = appendJSONString(ev, c.Data)
+		// The JobResult's encoder (shapes.go); the chunk is valid UTF-8
+		// and is not touched while it is appended.
+		ev = appendString(ev, unsafe.String(unsafe.SliceData(c.Data), len(c.Data)))
 	} else {
 		ev = append(ev, ",\"base64\":\""...)
 		ev = base64.StdEncoding.AppendEncode(ev, c.Data)
 		ev = append(ev, '"')
 	}
 	return append(ev, "}\n\n"...)
-}
-
-// appendJSONString appends valid UTF-8 s as a JSON string on one line:
-// quote, backslash and control bytes escaped, the rest as is.
-func appendJSONString(ev, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	ev = append(ev, '"')
-	from := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		ev = append(ev, s[from:i]...)
-		switch c {
-		case '"', '\\':
-			ev = append(ev, '\\', c)
-		case '\n':
-			ev = append(ev, '\\', 'n')
-		case '\r':
-			ev = append(ev, '\\', 'r')
-		case '\t':
-			ev = append(ev, '\\', 't')
-		default:
-			ev = append(ev, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		}
-		from = i + 1
-	}
-	ev = append(ev, s[from:]...)
-	return append(ev, '"')
 }
 
 type stateEvent struct {

@@ -253,11 +253,11 @@ func TestStreamStop(t *testing.T) {
 	}
 }
 
-// TestAppendJSONString: the hand-made encoding is JSON that decodes to
-// the same text, on one line.
-func TestAppendJSONString(t *testing.T) {
+// TestStreamTextEncoding: the stream's text (the JobResult's hand-made
+// encoder, appendString) is JSON that decodes to the same text, on one line.
+func TestStreamTextEncoding(t *testing.T) {
 	for _, s := range []string{"", "plain", "q\"b\\s", "\n\r\t\x00\x1f\x7f", "<&>\u2028\u4e16", strings.Repeat("x\n", 100)} {
-		enc := appendJSONString(nil, []byte(s))
+		enc := appendString(nil, s)
 		var got string
 		if err := json.Unmarshal(enc, &got); err != nil || got != s {
 			t.Errorf("%q encoded %s decodes to %q, %v", s, enc, got, err)
