@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shellctl/shellctl/internal/client"
+	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/statedir"
 )
 
 // psRow is one job as ps shows it (and prints it with --json).
@@ -89,6 +91,15 @@ func psRows(ctx context.Context, c *client.Client, list []client.JobInfo) []psRo
 	if info, err := c.Info(ctx); err == nil {
 		stateDir = info.StateDir
 	}
+	// The state dir is opened once; each script beneath it without
+	// following a link (statedir.Dir), as the server opens its files.
+	var sd *statedir.Dir
+	if stateDir != "" {
+		if d, err := statedir.OpenDir(stateDir); err == nil {
+			sd = d
+			defer d.Close()
+		}
+	}
 	rows := make([]psRow, len(list))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -104,7 +115,7 @@ func psRows(ctx context.Context, c *client.Client, list []client.JobInfo) []psRo
 				r.Status, r.ExitCode, r.Mode = rec.Status, rec.ExitCode, rec.Mode
 				r.CreatedAt, r.StartedAt, r.EndedAt = rec.CreatedAt, rec.StartedAt, rec.EndedAt
 			}
-			rows[i].Command = commandOf(stateDir, j.JobID)
+			rows[i].Command = commandOf(sd, j.JobID)
 		}()
 	}
 	wg.Wait()
@@ -115,11 +126,11 @@ func psRows(ctx context.Context, c *client.Client, list []client.JobInfo) []psRo
 // server's state dir (jobs/<id>/script), or nil where this client cannot
 // read it (another machine or user). The API has no route that gives a
 // script back, and the record's keys are fixed by the spec.
-func commandOf(stateDir, id string) *string {
-	if stateDir == "" {
+func commandOf(sd *statedir.Dir, id string) *string {
+	if sd == nil || !jobs.ValidID(id) {
 		return nil
 	}
-	f, err := os.Open(filepath.Join(stateDir, "jobs", id, "script"))
+	f, err := sd.Open(filepath.Join("jobs", id, "script"), os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}
