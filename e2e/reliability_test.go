@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"golang.org/x/sys/unix"
+
 	"fmt"
 	"os"
 	"os/exec"
@@ -210,15 +212,28 @@ func TestRunnerLeavesWhenItsStateDirIsDeleted(t *testing.T) {
 	if pid == 0 {
 		t.Fatalf("no runner seen for job %s", run.JobID)
 	}
+	// Its end is an event: the pidfd turns readable when it exits.
+	pfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd of runner %d: %v", pid, err)
+	}
+	defer unix.Close(pfd)
 	s.kill(syscall.SIGKILL)
 	if err := os.RemoveAll(s.StateDir); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for fxRunnerSeen(run.JobID) == pid {
-		if time.Now().After(deadline) {
+	fds := []unix.PollFd{{Fd: int32(pfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 30000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
 			t.Fatalf("runner %d still runs 30 s after its job ended with its state dir deleted", pid)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return
 	}
 }
