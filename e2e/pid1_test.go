@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shellctl/shellctl/internal/client"
+	"github.com/shellctl/shellctl/internal/nsprocs"
 )
 
 // initServer is shellctl serve as PID 1 of a PID namespace of its own (and
@@ -94,47 +95,13 @@ func (s *initServer) log() string {
 
 // nsProcs lists the processes of the server's PID namespace as the host
 // numbers them, with their state letter and their pid in the namespace.
-func (s *initServer) nsProcs(t *testing.T) []nsProc {
+func (s *initServer) nsProcs(t *testing.T) []nsprocs.Proc {
 	t.Helper()
-	want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", s.cmd.Process.Pid))
+	ps, err := nsprocs.Of(s.cmd.Process.Pid)
 	if err != nil {
-		t.Fatalf("pid namespace of the server: %v", err)
+		t.Fatalf("processes of the server's namespace: %v", err)
 	}
-	ents, _ := os.ReadDir("/proc")
-	var out []nsProc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err != nil || ns != want {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		p := nsProc{host: pid}
-		for _, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			switch {
-			case len(f) >= 2 && f[0] == "State:":
-				p.state = f[1][0]
-			case len(f) >= 2 && f[0] == "NSpid:":
-				p.ns, _ = strconv.Atoi(f[len(f)-1])
-			case len(f) >= 2 && f[0] == "Name:":
-				p.name = f[1]
-			}
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-type nsProc struct {
-	host, ns int
-	state    byte
-	name     string
+	return ps
 }
 
 // Served as PID 1, a job whose runner is killed is ended as lost, and its
@@ -158,8 +125,8 @@ func testInitReapsKilledRunnersJob(t *testing.T, args []string) {
 	}
 	var runnerHost int
 	for _, p := range s.nsProcs(t) {
-		if p.ns == runnerNS {
-			runnerHost = p.host
+		if p.NS == runnerNS {
+			runnerHost = p.Host
 		}
 	}
 	if runnerHost == 0 {
@@ -199,7 +166,7 @@ func TestInitReapsEveryOrphan(t *testing.T) {
 	}
 	fxEventually(t, 10*time.Second, fmt.Sprintf("the orphan (pid %d in the namespace) to end", left), func() bool {
 		for _, p := range s.nsProcs(t) {
-			if p.ns == left && p.state != 'Z' {
+			if p.NS == left && p.State != 'Z' {
 				return false
 			}
 		}
@@ -212,12 +179,12 @@ func TestInitReapsEveryOrphan(t *testing.T) {
 // zombie.
 func (s *initServer) noZombies(t *testing.T, after string) {
 	t.Helper()
-	var zombies []nsProc
+	var zombies []nsprocs.Proc
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		zombies = zombies[:0]
 		for _, p := range s.nsProcs(t) {
-			if p.state == 'Z' {
+			if p.State == 'Z' {
 				zombies = append(zombies, p)
 			}
 		}

@@ -228,8 +228,8 @@ func TestImageUnderDocker(t *testing.T) {
 		}
 		serving(t, "the fork storm")
 		for _, p := range b.procs(t) {
-			if p.name == "sleep" || p.name == "bash" {
-				t.Errorf("the storm's %s (pid %d in the container) is left", p.name, p.ns)
+			if p.Name == "sleep" || p.Name == "bash" {
+				t.Errorf("the storm's %s (pid %d in the container) is left", p.Name, p.NS)
 				break
 			}
 		}

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/client"
+	"github.com/shellctl/shellctl/internal/nsprocs"
 )
 
 var (
@@ -331,47 +332,13 @@ func dialIn(nsPath string) func(ctx context.Context, network, addr string) (net.
 }
 
 // procs lists the processes of the container's PID namespace.
-func (b *bundle) procs(t *testing.T) []proc {
+func (b *bundle) procs(t *testing.T) []nsprocs.Proc {
 	t.Helper()
-	want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", b.pid))
+	ps, err := nsprocs.Of(b.pid)
 	if err != nil {
-		t.Fatalf("pid namespace of the container: %v", err)
+		t.Fatalf("processes of the container's namespace: %v", err)
 	}
-	ents, _ := os.ReadDir("/proc")
-	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err != nil || ns != want {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		p := proc{host: pid}
-		for _, l := range strings.Split(string(st), "\n") {
-			f := strings.Fields(l)
-			switch {
-			case len(f) >= 2 && f[0] == "State:":
-				p.state = f[1][0]
-			case len(f) >= 2 && f[0] == "NSpid:":
-				p.ns, _ = strconv.Atoi(f[len(f)-1])
-			case len(f) >= 2 && f[0] == "Name:":
-				p.name = f[1]
-			}
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-type proc struct {
-	host, ns int
-	state    byte
-	name     string
+	return ps
 }
 
 func eventually(t *testing.T, d time.Duration, what string, ok func() bool) {
@@ -523,8 +490,8 @@ func TestImageUnderRunc(t *testing.T) {
 		runnerNS := atoi(kv(res.Output)["runner"])
 		host := 0
 		for _, p := range b.procs(t) {
-			if p.ns == runnerNS && p.ns > 1 {
-				host = p.host
+			if p.NS == runnerNS && p.NS > 1 {
+				host = p.Host
 			}
 		}
 		if host == 0 {
@@ -537,7 +504,7 @@ func TestImageUnderRunc(t *testing.T) {
 		})
 		eventually(t, 3*time.Second, "no zombie in the container", func() bool {
 			for _, p := range b.procs(t) {
-				if p.state == 'Z' {
+				if p.State == 'Z' {
 					return false
 				}
 			}
@@ -555,8 +522,8 @@ func TestImageUnderRunc(t *testing.T) {
 			t.Fatalf("terminate: %+v %v", v, err)
 		}
 		for _, p := range b.procs(t) {
-			if p.name != "shellctl" && p.name != "shellctl-runner" && p.name != "exe" {
-				t.Errorf("after terminate, %s (pid %d in the container, state %c) is left", p.name, p.ns, p.state)
+			if p.Name != "shellctl" && p.Name != "shellctl-runner" && p.Name != "exe" {
+				t.Errorf("after terminate, %s (pid %d in the container, state %c) is left", p.Name, p.NS, p.State)
 			}
 		}
 	})
