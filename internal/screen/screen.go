@@ -197,6 +197,12 @@ func (t *Term) write(p []byte) {
 				p = p[end:]
 				continue
 			}
+			if _, cut := wrapRun(p, t.cols, t.cols); cut > 0 {
+				// A long line: its full rows scroll on (fast.go).
+				t.wrapRows(p, 0, cut)
+				p = p[cut:]
+				continue
+			}
 			if len(t.frag)+len(p) <= maxFrag && plainPrefix(p) {
 				t.frag = append(t.frag, p...)
 				return

@@ -123,4 +123,16 @@ func TestEmulatorState(t *testing.T) {
 	if tm.st.plainText() {
 		t.Fatal("with the line drawing set in G0: plain text")
 	}
+	feed(tm, "\x1b(B\x1b[r\x1b[4;1H123456789")
+	if tm.st.atPhantom() {
+		t.Fatal("nine characters on a row of ten: a wrap pending")
+	}
+	feed(tm, "0")
+	if !tm.st.atPhantom() || tm.emu.CursorPosition().X != 9 {
+		t.Fatal("ten characters on a row of ten: no wrap pending")
+	}
+	feed(tm, "\r")
+	if tm.st.atPhantom() {
+		t.Fatal("a wrap pending after CR")
+	}
 }
