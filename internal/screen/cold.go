@@ -43,7 +43,7 @@ const coldCSIMax = 64
 
 type cold struct {
 	raw  []byte   // every byte written
-	rows [][]byte // the rows drawn on, cols bytes each (nil: blank)
+	rows [][]byte // the rows down to the last drawn on, cols bytes each (nil: blank)
 	x, y int      // the cursor
 	wrap bool     // a wrap is pending (the last column was written)
 	// An escape sequence under way: esc 1 after ESC, 2 after ESC [ with
@@ -74,7 +74,8 @@ func (c *cold) take(p []byte, cols, rows int) bool {
 				c.esc = 0
 			case b == 'K' && (len(c.csi) == 0 || string(c.csi) == "0"):
 				c.esc = 0
-				if r := c.rows[c.y]; r != nil {
+				if c.y < len(c.rows) && c.rows[c.y] != nil {
+					r := c.rows[c.y]
 					for i := c.x; i < cols; i++ {
 						r[i] = ' '
 					}
@@ -93,6 +94,9 @@ func (c *cold) take(p []byte, cols, rows int) bool {
 				}
 				c.y++
 				c.x = 0
+			}
+			for len(c.rows) <= c.y {
+				c.rows = append(c.rows, nil)
 			}
 			if c.rows[c.y] == nil {
 				c.rows[c.y] = blankRow(cols)

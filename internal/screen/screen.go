@@ -98,7 +98,7 @@ type Term struct {
 // New makes the screen of a cols × rows terminal (Fits must hold). It
 // starts cold (cold.go): the emulator is made when first needed.
 func New(cols, rows int) *Term {
-	return &Term{cols: cols, rows: rows, cold: &cold{rows: make([][]byte, rows)}}
+	return &Term{cols: cols, rows: rows, cold: &cold{}}
 }
 
 // warm makes the emulator, if not made yet, and feeds it what was written
