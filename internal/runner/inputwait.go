@@ -547,13 +547,14 @@ func (iw *inputWait) loop() {
 //
 // A check that finds the job waiting for input, the first since the
 // input it last answered, ends the back-off: the program stopped printing
-// to read, so the events that come next are its answer to the next input,
-// and the check that sees it wait again comes 1, 2, 4 … ms after that
-// input rather than up to inputWaitMaxGap after the last check (the
-// prompt→answer latency of a program driven input by input). That is at
-// most once per input written, so a program that prints continuously
-// while asleep in a timed read of the terminal is still looked at no more
-// often than the back-off allows.
+// to read, so the events that come next are its answer to the next input.
+// The next inputWaitQuick checks run right at those events (the read of
+// the prompt among them), the ones after 1, 2, 4 … ms apart, rather than
+// up to inputWaitMaxGap after the last check (the prompt→answer latency
+// of a program driven input by input). That is at most once per input
+// written, so a program that prints continuously while asleep in a timed
+// read of the terminal is still looked at no more often than the back-off
+// allows, and an input costs at most inputWaitQuick checks more.
 type iwSchedule struct {
 	events     bool // an event came since the last check
 	lastEvents bool // the last check followed an event
@@ -561,7 +562,13 @@ type iwSchedule struct {
 	step       int
 	lastCheck  time.Time
 	restarted  int64 // 1 + the inputs written when a check last ended the back-off (0: none)
+	quick      int   // checks left that follow events at once (no gap)
 }
+
+// inputWaitQuick is how many checks after the back-off ended run at the
+// events that come (the input written, its echo, the answer and prompt
+// read) with no gap, before the gap grows again from 1 ms.
+const inputWaitQuick = 4
 
 // event is an event: it returns when the next check is due at the
 // earliest.
@@ -579,6 +586,10 @@ func (s *iwSchedule) looked(now time.Time, w bool, seq int64) (time.Duration, bo
 	case w && s.restarted != seq+1:
 		s.restarted = seq + 1
 		s.gap, s.step, s.events = 0, 0, false
+		s.quick = inputWaitQuick
+	case s.events && s.quick > 0:
+		s.quick--
+		s.gap, s.step = 0, 0
 	case s.events:
 		if s.lastEvents {
 			s.gap = min(max(2*s.gap, time.Millisecond), inputWaitMaxGap)

@@ -91,7 +91,8 @@ func TestInputWaitScheduleAnswersEachInput(t *testing.T) {
 // TestInputWaitScheduleBoundedWhenBusy: a program that prints all the
 // time is looked at at most once per inputWaitMaxGap (and the series at
 // the start), whether it never waits or sleeps in a timed read of the
-// terminal between its lines; inputs add a few looks each.
+// terminal between its lines; an input adds the quick checks and the
+// back-off's ramp (1, 2, 4, 8 ms) at most.
 func TestInputWaitScheduleBoundedWhenBusy(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -101,7 +102,7 @@ func TestInputWaitScheduleBoundedWhenBusy(t *testing.T) {
 	}{
 		{"never waits", false, 0, 2000/16 + 12},
 		{"waits between its lines", true, 0, 2000/16 + 12},
-		{"waits between its lines, an input every 100 ms", true, 100, 2000/16 + 12 + 20*6},
+		{"waits between its lines, an input every 100 ms", true, 100, 2000/16 + 12 + 20*(inputWaitQuick+5)},
 	} {
 		m := &iwSim{now: time.Unix(1000, 0)}
 		start := m.now
