@@ -103,7 +103,7 @@ func TestScrollSame(t *testing.T) {
 
 // TestEmulatorState: the emulator's fields the fast paths read are found.
 func TestEmulatorState(t *testing.T) {
-	tm := New(10, 4)
+	tm := newWarm(10, 4)
 	defer tm.Close()
 	if !tm.stOK {
 		t.Fatal("the emulator's state fields were not found: the fast paths are off")
