@@ -354,15 +354,17 @@ func wrapRun(p []byte, first, cols int) (fill, cut int) {
 // cursor is on the bottom row at column x (or past the last one, a wrap
 // pending). The emulator fills that row; the rows of the run that follow,
 // full and followed by more, scroll it off without the emulator. It
-// returns how many bytes of p it took (0: none).
+// returns how many bytes of p it took; with a wrap pending that can be
+// none while the screen is pending all the same (t.pend set): the rest of
+// p goes to it.
 func (t *Term) wrapForward(p []byte, x int) int {
 	first := t.cols - x
 	if t.st.atPhantom() {
 		first = 0
 	}
 	fill, cut := wrapRun(p, first, t.cols)
-	if fill < 0 || cut <= fill {
-		return 0 // not a row beyond the one being filled: not worth it
+	if fill < 0 {
+		return 0 // the row being filled is not full yet
 	}
 	t.feed(p[:fill])
 	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || !t.st.atPhantom() || !t.plain() {
@@ -375,7 +377,9 @@ func (t *Term) wrapForward(p []byte, x int) int {
 	for y := 1; y < t.rows; y++ {
 		t.pend.rows = append(t.pend.rows, []byte(t.row(y)))
 	}
-	t.wrapRows(p, fill, cut)
+	if cut > fill {
+		t.wrapRows(p, fill, cut)
+	}
 	return cut
 }
 

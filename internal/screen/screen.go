@@ -248,7 +248,7 @@ func (t *Term) write(p []byte) {
 				t.feed(f)
 			}
 		}
-		if k := t.fastForward(p); k > 0 {
+		if k := t.fastForward(p); k > 0 || t.pend != nil {
 			p = p[k:]
 			continue
 		}

@@ -119,6 +119,29 @@ func TestLongLineTaken(t *testing.T) {
 	}
 }
 
+// TestLongLineSmallWrites: a long line that comes in writes shorter than
+// a row (a slow pipe, a pty read short) goes past the emulator all the
+// same: once a write fills the bottom row, the screen is pending and the
+// writes after it add rows to it.
+func TestLongLineSmallWrites(t *testing.T) {
+	tm := New(200, 50)
+	defer tm.Close()
+	feed(tm, "\x1b[50;1H")
+	chunk := []byte(strings.Repeat("a", 100))
+	for range 1000 {
+		_, _ = tm.Write(chunk)
+	}
+	if tm.pend == nil {
+		t.Fatal("100 000 characters in writes of 100: the emulator drew every row")
+	}
+	want := New(200, 50)
+	defer want.Close()
+	byteByByte(want, "\x1b[50;1H"+strings.Repeat("a", 100_000))
+	if a, b := tm.Snapshot(ScrollbackLines), want.Snapshot(ScrollbackLines); !reflect.DeepEqual(a, b) {
+		t.Errorf("screens differ:\n%q %+v\n%q %+v", a.Lines, a.Cursor, b.Lines, b.Cursor)
+	}
+}
+
 // BenchmarkLongLine: one line with no end (base64 -w 0), in pty-sized reads.
 func BenchmarkLongLine(b *testing.B) {
 	chunk := []byte(strings.Repeat("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo", 120)[:4095])
