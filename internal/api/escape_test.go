@@ -100,3 +100,12 @@ func BenchmarkAppendString512K(b *testing.B) {
 		buf = appendString(buf[:0], s)
 	}
 }
+
+func BenchmarkAppendStringNUL512K(b *testing.B) {
+	s := string(make([]byte, 512<<10))
+	buf := make([]byte, 0, 4<<20)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = appendString(buf[:0], s)
+	}
+}

@@ -162,19 +162,29 @@ func appendBytes(b []byte, p []byte) []byte {
 		c := p[i]
 		if c < utf8.RuneSelf {
 			b = append(b, p[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			// A run of ASCII bytes to escape (a log of NULs, CRLFs) is
+			// taken here, without a scan per byte.
+			for {
+				switch c {
+				case '"', '\\':
+					b = append(b, '\\', c)
+				case '\n':
+					b = append(b, '\\', 'n')
+				case '\r':
+					b = append(b, '\\', 'r')
+				case '\t':
+					b = append(b, '\\', 't')
+				default:
+					b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				}
+				i++
+				if i >= len(p) {
+					break
+				}
+				if c = p[i]; c >= 0x20 && c != '"' && c != '\\' {
+					break
+				}
 			}
-			i++
 			start = i
 			continue
 		}
