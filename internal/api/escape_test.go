@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/base64"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -107,5 +108,18 @@ func BenchmarkAppendStringNUL512K(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		buf = appendString(buf[:0], s)
+	}
+}
+
+// A long run of bytes to escape (a window of NULs) gets its room at once,
+// not by appends that copy the answer over and over as it grows.
+func TestEscapedRunIsGrownOnce(t *testing.T) {
+	s := string(make([]byte, 512<<10))
+	allocs := testing.AllocsPerRun(5, func() { appendString(nil, s) })
+	if allocs > 3 {
+		t.Fatalf("%v allocations escaping 512 KiB of NULs", allocs)
+	}
+	if got := appendString(nil, "\x00\x01"+s[:100]+"ab"); string(got) != `"`+strings.Repeat(`\u0000`, 1)+`\u0001`+strings.Repeat(`\u0000`, 100)+`ab"` {
+		t.Fatalf("escaped %s", got)
 	}
 }

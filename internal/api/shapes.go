@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -163,7 +164,16 @@ func appendBytes(b []byte, p []byte) []byte {
 		if c < utf8.RuneSelf {
 			b = append(b, p[start:i]...)
 			// A run of ASCII bytes to escape (a log of NULs, CRLFs) is
-			// taken here, without a scan per byte.
+			// taken here, without a scan per byte, and with room made
+			// for it at once: a window of NULs is six times its size in
+			// JSON, which growing by appends would copy over and over.
+			j := i + 1
+			for j < len(p) && (p[j] < 0x20 || p[j] == '"' || p[j] == '\\') {
+				j++
+			}
+			if j-i > 64 {
+				b = slices.Grow(b, 6*(j-i))
+			}
 			for {
 				switch c {
 				case '"', '\\':
