@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // UnmarshalJSON decodes a JobResult. An answer of the exact shape
