@@ -367,11 +367,12 @@ func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, erro
 		return nil, fmt.Errorf("open output of job %s: %w", id, err)
 	}
 	defer f.Close()
-	text, err := outputlog.Tail(f, size, limit)
+	v, err := outputlog.ReadTail(f, size, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read output of job %s: %w", id, err)
 	}
-	r.Output = text
+	r.view = v // shared until Release, as a window's
+	r.Output = v.String()
 	return r, nil
 }
 

@@ -248,13 +248,23 @@ func slowWindow(b []byte, lo int64, s int, size int64, limit int, final, atSize 
 // treated as final: an incomplete trailing character becomes U+FFFD.
 // limit < 1 is treated as 1.
 func Tail(f io.ReaderAt, size int64, limit int) (string, error) {
+	v, err := ReadTail(f, size, limit)
+	if err != nil {
+		return "", err
+	}
+	text := string(v.Text)
+	v.Release()
+	return text, nil
+}
+
+// ReadTail is Tail without the copy, as ReadWindow is Window.
+func ReadTail(f io.ReaderAt, size int64, limit int) (View, error) {
 	if size < 0 {
-		return "", fmt.Errorf("%w: size %d", ErrOffset, size)
+		return View{}, fmt.Errorf("%w: size %d", ErrOffset, size)
 	}
 	if limit < 1 {
 		limit = 1
 	}
 	start := max(0, size-int64(limit))
-	text, _, _, err := Window(f, start, size, limit, true)
-	return text, err
+	return ReadWindow(f, start, size, limit, true)
 }

@@ -407,6 +407,18 @@ func TestReadWindowDoesNotCopy(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per valid 512 KiB window read", allocs)
 	}
+	// ReadTail is Tail, without the copy.
+	for _, limit := range []int{1, 7, 100, 1 << 19, 1 << 22} {
+		want, err := Tail(r, int64(len(data)), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := ReadTail(r, int64(len(data)), limit)
+		if err != nil || v.String() != want || v.Next != int64(len(data)) {
+			t.Fatalf("ReadTail limit %d: %d bytes, next %d, err %v; Tail %d bytes", limit, len(v.Text), v.Next, err, len(want))
+		}
+		v.Release()
+	}
 	// An invalid window is decoded into text of its own: still right.
 	bad := []byte("a\xffb\xe4\xb8")
 	v, err := ReadWindow(bytes.NewReader(bad), 0, int64(len(bad)), 10, true)
