@@ -130,3 +130,26 @@ func BenchmarkDecodeWindow(b *testing.B) {
 		}
 	}
 }
+
+// FuzzJobResultDecode: whatever the bytes (an answer of the server's shape
+// around any output, or anything at all), the one-pass reader and
+// encoding/json agree.
+func FuzzJobResultDecode(f *testing.F) {
+	f.Add([]byte("hello\n"), []byte(`{"job_id":"a"}`))
+	f.Add([]byte("\x00\xff\\\"\u2028"), []byte(`{"job_id":"a","done":true,"status":"s","exit_code":-3,"output_path":"p","output":"\u00e9\ud83d\ude00","offset":0,"truncated":false}`))
+	f.Fuzz(func(t *testing.T, out, raw []byte) {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		code := len(out) - 3
+		enc.Encode(plainResult{JobID: "j", Status: "exited", ExitCode: &code, OutputPath: "/p", Output: string(out), Offset: int64(len(out))})
+		sameDecode(t, b.Bytes())
+		sameDecode(t, raw)
+		var direct, want JobResult
+		derr := direct.UnmarshalJSON(raw)
+		werr := json.Unmarshal(raw, (*plainResult)(&want))
+		if (derr == nil) != (werr == nil) || !reflect.DeepEqual(direct, want) {
+			t.Fatalf("UnmarshalJSON(%q) = %+v (%v), encoding/json %+v (%v)", raw, direct, derr, want, werr)
+		}
+	})
+}
