@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -102,7 +103,9 @@ func TestResultEncodingMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func TestPlainWordAgreesWithBytewise(t *testing.T) {
+// special marks exactly the first byte that needs a look (the encoder jumps
+// to it), and marks none when no byte does.
+func TestSpecialFindsTheFirstByte(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	alphabet := []byte{0, 1, 0x1f, 0x20, '!', '"', '#', '[', '\\', ']', 'a', 0x7e, 0x7f, 0x80, 0xc3, 0xff}
 	for n := 0; n < 200000; n++ {
@@ -121,19 +124,21 @@ func TestPlainWordAgreesWithBytewise(t *testing.T) {
 				}
 			}
 		}
-		want := true
-		for _, c := range w {
+		want := 8 // none
+		for k, c := range w {
 			if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-				want = false
+				want = k
+				break
 			}
 		}
-		if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
-			t.Fatalf("plainWord(%q) = %v, want %v", w, got, want)
+		if got := bits.TrailingZeros64(special(binary.LittleEndian.Uint64(w[:]))) / 8; got != want {
+			t.Fatalf("special(%q) marks byte %d first, want %d", w, got, want)
 		}
 	}
 	// And whole strings against encoding/json.
 	for n := 0; n < 2000; n++ {
-		b := make([]byte, rng.IntN(64))
+		// Past 16 bytes, so every path of the scan is taken.
+		b := make([]byte, rng.IntN(80))
 		for k := range b {
 			b[k] = alphabet[rng.IntN(len(alphabet))]
 		}

@@ -55,6 +55,14 @@ func (c *Client) Call(ctx context.Context, method, path string, body, out any) (
 		}
 		return resp.Header, &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(raw))}
 	}
+	if r, ok := out.(*JobResult); ok {
+		// A window of output: read in one pass (wire.JobResult's
+		// UnmarshalJSON), without encoding/json's two scans of it first.
+		if err := r.UnmarshalJSON(raw); err != nil {
+			return resp.Header, fmt.Errorf("decode %s %s answer: %w", method, path, err)
+		}
+		return resp.Header, nil
+	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
 			return resp.Header, fmt.Errorf("decode %s %s answer: %w", method, path, err)

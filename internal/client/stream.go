@@ -83,6 +83,11 @@ type Stream struct {
 	opened bool
 	// Reconnects counts the connections made after the first.
 	Reconnects int
+
+	// reuse (Copy): events are decoded into data and out, kept across
+	// events, instead of buffers of their own.
+	reuse     bool
+	data, out []byte
 }
 
 // Stream opens job id's stream; the first connection is made by the
@@ -140,9 +145,14 @@ func (s *Stream) connect(first bool) error {
 		resp.Body.Close()
 		return apiError(resp.StatusCode, raw)
 	}
-	s.body, s.rd = resp.Body, bufio.NewReaderSize(resp.Body, 64<<10)
+	s.body, s.rd = resp.Body, bufio.NewReaderSize(resp.Body, streamBuf)
 	return nil
 }
+
+// streamBuf is the reader's buffer: an output event's data line (the
+// server reads at most 64 KiB at a time, plus the escapes of its text)
+// mostly fits, so it is read without being gathered first.
+const streamBuf = 128 << 10
 
 // apiError is the API's error answer as an *Error.
 func apiError(status int, raw []byte) error {
@@ -195,12 +205,24 @@ func (s *Stream) Next() (*StreamEvent, error) {
 			s.opened = true
 			broke, wait = time.Time{}, 50*time.Millisecond
 		}
-		ev, err := readEvent(s.rd)
+		var scratch *[]byte
+		if s.reuse {
+			scratch = &s.data
+		}
+		ev, err := readEvent(s.rd, scratch)
 		if err == nil {
 			if ev == nil {
 				continue // a comment or an empty event
 			}
-			if err := ev.decode(); err != nil {
+			if s.reuse {
+				err = ev.decodeInto(&s.out)
+				if ev.Type != EventOutput {
+					ev.Data = bytes.Clone(ev.Data) // small, and kept (the end event)
+				}
+			} else {
+				err = ev.decode()
+			}
+			if err != nil {
 				return nil, err
 			}
 			if ev.Type == EventOutput {
@@ -228,20 +250,28 @@ func (s *Stream) Next() (*StreamEvent, error) {
 
 // readEvent reads one event (nil for a block with no data: comments,
 // keep-alives). Lines are as the SSE format has them: "field: value".
-func readEvent(rd *bufio.Reader) (*StreamEvent, error) {
+// With scratch, the event's Data is built in *scratch (its buffer kept
+// for the next event: Data is valid until then), else in a buffer of its
+// own.
+func readEvent(rd *bufio.Reader, scratch *[]byte) (*StreamEvent, error) {
 	ev := &StreamEvent{Type: "message"}
 	var data []byte
+	if scratch != nil {
+		data = (*scratch)[:0]
+	}
+	hasData := false
+	var long []byte // a line longer than rd's buffer, gathered
 	seen := false
 	for {
 		line, err := rd.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// A long line (a big chunk): gather it whole.
-			full := append([]byte(nil), line...)
+			long = append(long[:0], line...)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = rd.ReadSlice('\n')
-				full = append(full, line...)
+				long = append(long, line...)
 			}
-			line = full
+			line = long
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -254,8 +284,14 @@ func readEvent(rd *bufio.Reader) (*StreamEvent, error) {
 			if !seen {
 				continue
 			}
-			if data == nil {
+			if scratch != nil {
+				*scratch = data
+			}
+			if !hasData {
 				return nil, nil
+			}
+			if data == nil {
+				data = []byte{}
 			}
 			ev.Data = data
 			return ev, nil
@@ -272,19 +308,22 @@ func readEvent(rd *bufio.Reader) (*StreamEvent, error) {
 		case "id":
 			ev.ID = string(value)
 		case "data":
-			if data == nil {
-				data = []byte{}
-			} else {
+			if hasData {
 				data = append(data, '\n')
 			}
+			hasData = true
 			data = append(data, value...)
 		}
 	}
 }
 
 // decode fills the fields of ev's type from its data.
-func (ev *StreamEvent) decode() error {
-	if ev.Type == EventOutput && ev.decodeOutput() {
+func (ev *StreamEvent) decode() error { return ev.decodeInto(nil) }
+
+// decodeInto is decode with an output event's bytes decoded into *out
+// (its buffer kept for the next event) when out is not nil.
+func (ev *StreamEvent) decodeInto(out *[]byte) error {
+	if ev.Type == EventOutput && ev.decodeOutput(out) {
 		return ev.checkID()
 	}
 	var d struct {
@@ -332,8 +371,9 @@ func (ev *StreamEvent) checkID() error {
 // writes ({"offset":N,"text":"…"} or {"offset":N,"base64":"…"}, the
 // string with only the escapes \" \\ \n \r \t \u00XX) without
 // encoding/json, which would cost most of a fast stream's time; false
-// leaves anything else to it.
-func (ev *StreamEvent) decodeOutput() bool {
+// leaves anything else to it. The bytes go to a buffer of their own, or
+// into *dst (kept: its buffer is reused) when dst is not nil.
+func (ev *StreamEvent) decodeOutput(dst *[]byte) bool {
 	d, ok := bytes.CutPrefix(ev.Data, []byte(`{"offset":`))
 	if !ok {
 		return false
@@ -351,19 +391,28 @@ func (ev *StreamEvent) decodeOutput() bool {
 	if !ok {
 		return false
 	}
+	var out []byte
+	if dst != nil {
+		out = (*dst)[:0]
+	}
 	if s, ok := bytes.CutPrefix(body, []byte(`,"base64":"`)); ok {
-		b, err := base64.StdEncoding.AppendDecode(nil, s)
+		b, err := base64.StdEncoding.AppendDecode(out, s)
 		if err != nil {
 			return false
 		}
 		ev.Offset, ev.Bytes = off, b
+		if dst != nil {
+			*dst = b
+		}
 		return true
 	}
 	s, ok := bytes.CutPrefix(body, []byte(`,"text":"`))
 	if !ok {
 		return false
 	}
-	out := make([]byte, 0, len(s))
+	if out == nil {
+		out = make([]byte, 0, len(s))
+	}
 	for len(s) > 0 {
 		k := bytes.IndexByte(s, '\\')
 		if k < 0 {
@@ -410,12 +459,19 @@ func (ev *StreamEvent) decodeOutput() bool {
 		return false
 	}
 	ev.Offset, ev.Bytes = off, out
+	if dst != nil {
+		*dst = out
+	}
 	return true
 }
 
 // Copy writes every chunk of the stream to w until the end event, which
-// it returns.
+// it returns. The events it reads share their buffers (each chunk is
+// written before the next is read), so a fast stream costs no garbage; w
+// must not keep the bytes it is given (as io.Writer says).
 func (s *Stream) Copy(w io.Writer) (*StreamEvent, error) {
+	s.reuse = true
+	defer func() { s.reuse = false }()
 	for {
 		ev, err := s.Next()
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,7 +171,7 @@ func TestDecodeOutputFastPath(t *testing.T) {
 		} {
 			fast := &StreamEvent{Type: EventOutput, Data: []byte(data)}
 			slow := &StreamEvent{Type: EventOutput, Data: []byte(data)}
-			if !fast.decodeOutput() {
+			if !fast.decodeOutput(nil) {
 				continue
 			}
 			taken++
@@ -187,8 +188,70 @@ func TestDecodeOutputFastPath(t *testing.T) {
 		t.Fatalf("the fast path took %d of %d events of the server's shape", taken, 3*len(strs))
 	}
 	for _, data := range []string{`{"offset":1,"text":"a"b"}`, `{"offset":1,"text":"\u2028"}`, `{"offset":x,"text":""}`, `{"offset":1,"text":"\q"}`} {
-		if (&StreamEvent{Type: EventOutput, Data: []byte(data)}).decodeOutput() {
+		if (&StreamEvent{Type: EventOutput, Data: []byte(data)}).decodeOutput(nil) {
 			t.Errorf("fast path took %s", data)
 		}
 	}
+}
+
+// Copy, which reuses its buffers from event to event, gives the file
+// byte for byte through text and base64 chunks and a resume.
+func TestStreamCopyReusesBuffersAndStaysExact(t *testing.T) {
+	data := []byte("abc\xff\xfedefghij" + strings.Repeat("k\"\\\n\x01é", 40<<10) + "xyz")
+	srv := &sseServer{data: data, step: 70 << 10, cut: 2}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	c := &Client{BaseURL: ts.URL, Token: "tok"}
+	var got bytes.Buffer
+	end, err := c.Stream(context.Background(), "0123456789abcdef", StreamOptions{}).Copy(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("Copy gave %d bytes, want the %d of the file", got.Len(), len(data))
+	}
+	if end.Type != EventEnd || end.Offset != int64(len(data)) || !strings.Contains(string(end.Data), `"status":"exited"`) {
+		t.Fatalf("end event %+v (data %s)", end, end.Data)
+	}
+}
+
+// A fast stream read with Copy makes next to no garbage: its events'
+// buffers are reused, not made anew for each 64 KiB chunk.
+func TestStreamCopyAllocatesLittlePerEvent(t *testing.T) {
+	const events, chunk = 200, 64 << 10
+	text := strings.Repeat(strings.Repeat("y", 99)+"\n", chunk/100)
+	quoted, _ := json.Marshal(text)
+	var body bytes.Buffer
+	for i := 0; i < events; i++ {
+		off := i * len(text)
+		fmt.Fprintf(&body, "event: output\nid: %d\ndata: {\"offset\":%d,\"text\":%s}\n\n", off+len(text), off, quoted)
+	}
+	fmt.Fprintf(&body, "event: end\ndata: {\"status\":\"exited\",\"exit_code\":0,\"signal\":null,\"reason\":\"exited\",\"offset\":%d}\n\n", events*len(text))
+	sse := body.Bytes()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(sse)
+	}))
+	defer ts.Close()
+	c := &Client{BaseURL: ts.URL}
+	var n countingWriter
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := c.Stream(context.Background(), "0123456789abcdef", StreamOptions{}).Copy(&n); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if n != countingWriter(events*len(text)) {
+		t.Fatalf("Copy gave %d bytes, want %d", n, events*len(text))
+	}
+	if per := (after.TotalAlloc - before.TotalAlloc) / events; per > chunk/4 {
+		t.Fatalf("Copy allocated %d bytes per %d-byte event", per, len(text))
+	}
+}
+
+type countingWriter int
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
 }

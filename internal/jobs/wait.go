@@ -38,6 +38,17 @@ type Result struct {
 	// InputWait is input-wait at answer time, for pty jobs (nil: stdio,
 	// and the answer carries no X-Shellctl-Input-Wait).
 	InputWait *bool
+
+	// view holds the buffer Output was read into, when Output shares it.
+	view outputlog.View
+}
+
+// Release lets the buffer of Output be reused: the caller is done with the
+// result (its answer is written), and Output is empty from then on. A
+// result never released only leaves its buffer to the collector.
+func (r *Result) Release() {
+	r.Output = ""
+	r.view.Release()
 }
 
 // StatusView is a JobStatusView.
@@ -165,11 +176,14 @@ func (s *Service) windowOf(id, name, status string, exitCode *int, wp WaitParams
 		return nil, fmt.Errorf("open output of job %s: %w", id, err)
 	}
 	defer f.Close()
-	text, next, trunc, err := outputlog.Window(f, wp.Offset, size, wp.Limit, final)
+	// The text stays in the buffer it was read into until the answer is
+	// written (Release): a window is up to 512 KiB.
+	v, err := outputlog.ReadWindow(f, wp.Offset, size, wp.Limit, final)
 	if err != nil {
 		return nil, fmt.Errorf("read output of job %s: %w", id, err)
 	}
-	r.Output, r.Offset, r.Truncated = text, next, trunc
+	r.view = v
+	r.Output, r.Offset, r.Truncated = v.String(), v.Next, v.Truncated
 	return r, nil
 }
 
@@ -353,11 +367,12 @@ func (s *Service) Tail(ctx context.Context, id string, limit int) (*Result, erro
 		return nil, fmt.Errorf("open output of job %s: %w", id, err)
 	}
 	defer f.Close()
-	text, err := outputlog.Tail(f, size, limit)
+	v, err := outputlog.ReadTail(f, size, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read output of job %s: %w", id, err)
 	}
-	r.Output = text
+	r.view = v // shared until Release, as a window's
+	r.Output = v.String()
 	return r, nil
 }
 

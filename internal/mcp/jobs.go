@@ -14,6 +14,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -65,8 +66,9 @@ type Jobs interface {
 	// Terminate ends the job's whole process tree (SIGTERM, SIGKILL after
 	// grace seconds) and returns once nothing of it is left.
 	Terminate(ctx context.Context, id string, grace float64) error
-	// Record is the job's full record (extended-api.md §2).
-	Record(ctx context.Context, id string) (map[string]any, error)
+	// Record is the job's full record (extended-api.md §2), the JSON
+	// object as the API answers it.
+	Record(ctx context.Context, id string) (json.RawMessage, error)
 	// Screen is what a pty job's terminal shows, with up to scrollback
 	// earlier rows (README "Screen and keys").
 	Screen(ctx context.Context, id string, scrollback int) (*client.Screen, error)
@@ -150,8 +152,8 @@ func (j ClientJobs) Terminate(ctx context.Context, id string, grace float64) err
 }
 
 // Record returns a job's record.
-func (j ClientJobs) Record(ctx context.Context, id string) (map[string]any, error) {
-	var out map[string]any
+func (j ClientJobs) Record(ctx context.Context, id string) (json.RawMessage, error) {
+	var out json.RawMessage
 	if _, err := j.C.Call(ctx, http.MethodGet, jobPath(id, "record"), nil, &out); err != nil {
 		return nil, err
 	}

@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/shellctl/shellctl/internal/client"
@@ -75,10 +77,11 @@ func (f *fakeJobs) Signal(_ context.Context, id, sig string) error {
 
 func (f *fakeJobs) Terminate(context.Context, string, float64) error { return nil }
 
-func (f *fakeJobs) Record(_ context.Context, id string) (map[string]any, error) {
+func (f *fakeJobs) Record(_ context.Context, id string) (json.RawMessage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return map[string]any{"job_id": id, "status": "running", "output_bytes": float64(len(f.output))}, nil
+	// Keys in the API's order, not sorted.
+	return json.RawMessage(fmt.Sprintf(`{"job_id":%q,"status":"running","output_bytes":%d}`+"\n", id, len(f.output))), nil
 }
 
 // connect opens one MCP session on s (in memory) with the Go SDK's client.
@@ -164,6 +167,82 @@ func TestCursorPerSessionAndCap(t *testing.T) {
 	raw, _ = json.Marshal(res.StructuredContent)
 	if !strings.Contains(string(raw), fakeID) || !strings.Contains(string(raw), `"script":"yes x"`) {
 		t.Errorf("session a lists %s", raw)
+	}
+}
+
+// shell_status answers the record as the API wrote it, unread_bytes added
+// at its end, in the structured answer and its text.
+func TestStatusIsTheRecordAsWritten(t *testing.T) {
+	f := &fakeJobs{output: strings.Repeat("x", 250)}
+	cs := connect(t, New(f, Options{OutputCap: 100}))
+	callTool(t, cs, "shell_run", map[string]any{"script": "yes x"})
+	res, _ := callTool(t, cs, "shell_status", map[string]any{"job_id": fakeID})
+	want := `{"job_id":"` + fakeID + `","status":"running","output_bytes":250,"unread_bytes":150}`
+	if text(res) != want {
+		t.Fatalf("shell_status's text is %s, want %s", text(res), want)
+	}
+	// The client decodes the structured answer (into a map: its order
+	// is gone there).
+	var got, exp map[string]any
+	raw, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(raw, &got)
+	json.Unmarshal([]byte(want), &exp)
+	if !reflect.DeepEqual(got, exp) {
+		t.Fatalf("shell_status's structured answer is %s, want %s", raw, want)
+	}
+}
+
+// Every tool's answer is valid for the output schema it advertises: the
+// check the SDK would make on each call (addTool leaves it to this test).
+func TestToolSchemasAreTheAnswers(t *testing.T) {
+	f := &fakeJobs{output: "hello <b> & \"world\"\n"}
+	cs := connect(t, New(f, Options{}))
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]*jsonschema.Resolved{}
+	for _, tl := range tools.Tools {
+		raw, _ := json.Marshal(tl.OutputSchema)
+		var sc jsonschema.Schema
+		if err := json.Unmarshal(raw, &sc); err != nil {
+			t.Fatalf("%s: output schema %s: %v", tl.Name, raw, err)
+		}
+		r, err := sc.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s: output schema %s: %v", tl.Name, raw, err)
+		}
+		schemas[tl.Name] = r
+	}
+	calls := []struct {
+		tool string
+		args map[string]any
+	}{
+		{"shell_run", map[string]any{"script": "echo hello"}},
+		{"shell_wait", map[string]any{"job_id": fakeID}},
+		{"shell_input", map[string]any{"job_id": fakeID, "text": "y\n"}},
+		{"shell_interrupt", map[string]any{"job_id": fakeID}},
+		{"shell_status", map[string]any{"job_id": fakeID}},
+		{"shell_list", nil},
+		{"shell_screen", map[string]any{"job_id": fakeID}},
+		{"shell_keys", map[string]any{"job_id": fakeID, "keys": []string{"Enter"}}},
+	}
+	for _, c := range calls {
+		res, _ := callTool(t, cs, c.tool, c.args)
+		if res.IsError {
+			t.Fatalf("%s answered an error: %s", c.tool, text(res))
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := schemas[c.tool].Validate(&v); err != nil {
+			t.Errorf("%s: answer %s is not valid for its output schema: %v", c.tool, raw, err)
+		}
+	}
+	if len(calls) != len(tools.Tools) {
+		t.Errorf("%d tools, %d checked: check the new ones here", len(tools.Tools), len(calls))
 	}
 }
 

@@ -70,7 +70,7 @@ func (s *Server) addScreenTools() {
 		"For plain commands that print lines (builds, tests, scripts) shell_run and shell_wait are the right view. "
 	bound := fmt.Sprintf("An answer carries at most about %d bytes of rows: when more was asked, the oldest scrollback rows are left out first (note says so). ", s.opts.OutputCap)
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_screen",
 		Title: "What a job's terminal shows",
 		Description: "Read the screen of a job's terminal (jobs run with mode pty, the default), as a terminal emulator renders what the program wrote: " +
@@ -85,7 +85,7 @@ func (s *Server) addScreenTools() {
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
 	}, s.screen)
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_keys",
 		Title: "Press keys in a full-screen program",
 		Description: "Type keys on a running pty job's terminal, in order, then answer its screen (as shell_screen does) once the program has settled: " +

@@ -1,9 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -79,6 +82,52 @@ func schemaFor[T any](adjust func(p map[string]*jsonschema.Schema)) *jsonschema.
 
 func num(f float64) *float64 { return &f }
 
+// outputSchemaFor is the output schema the SDK infers for T.
+func outputSchemaFor[T any]() *jsonschema.Schema {
+	sc, err := jsonschema.For[T](&jsonschema.ForOptions{})
+	if err != nil {
+		panic(err)
+	}
+	return sc
+}
+
+// addTool registers a tool as sdk.AddTool does, with its answer marshalled
+// once. sdk.AddTool checks every answer against the tool's output schema:
+// it marshals the answer, decodes that again into maps, validates them and
+// marshals them once more — for shell_status's record, most of what a call
+// cost the server. Our answers are our own types, the schema advertised is
+// inferred from them as the SDK would (TestToolSchemasAreTheAnswers), so
+// the answer goes out as it marshals, its keys in its fields' order.
+func addTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
+	if t.OutputSchema == nil {
+		t.OutputSchema = outputSchemaFor[Out]()
+	}
+	sdk.AddTool(srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, any, error) {
+		res, out, err := h(ctx, req, in)
+		if err != nil {
+			return res, nil, err
+		}
+		if res == nil {
+			res = &sdk.CallToolResult{}
+		}
+		var raw []byte
+		if r, ok := any(out).(json.RawMessage); ok {
+			raw = r // JSON already (the API's record): sent as it is
+		} else if raw, err = json.Marshal(out); err != nil {
+			return nil, nil, fmt.Errorf("marshal the answer of %s: %w", t.Name, err)
+		}
+		// An answer with no output (an error) is null: the SDK sent {}.
+		if string(raw) == "null" {
+			raw = []byte("{}")
+		}
+		res.StructuredContent = json.RawMessage(raw)
+		if res.Content == nil {
+			res.Content = []sdk.Content{&sdk.TextContent{Text: string(raw)}}
+		}
+		return res, nil, nil
+	})
+}
+
 func (s *Server) timeoutSchema(p map[string]*jsonschema.Schema, def float64) {
 	t := p["timeout_seconds"]
 	t.Minimum, t.Maximum = num(0), num(s.opts.MaxWait.Seconds())
@@ -93,7 +142,7 @@ func (s *Server) addTools() {
 		"The server keeps this session's read position for each job, so every answer carries only output not yet seen.", s.opts.OutputCap)
 	waitDef := defaultWait.Seconds()
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_run",
 		Title: "Run a shell script",
 		Description: "Run a shell script as a job and wait for it to end, at most timeout_seconds. Answers the output so far, the job_id, its status " +
@@ -108,7 +157,7 @@ func (s *Server) addTools() {
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(true)},
 	}, s.run)
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_wait",
 		Title: "Read more output of a job",
 		Description: "Wait for more output of a job, or its end, at most timeout_seconds; returns early when new output pauses for a second, " +
@@ -117,7 +166,7 @@ func (s *Server) addTools() {
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
 	}, s.wait)
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_input",
 		Title: "Type into a job's terminal",
 		Description: "Send text and/or named keys to a job's terminal (jobs run with mode pty, the default), then wait for its reaction like " +
@@ -126,7 +175,7 @@ func (s *Server) addTools() {
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(true)},
 	}, s.input)
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_interrupt",
 		Title: "Interrupt or end a job",
 		Description: "Interrupt a job: send it a signal (default INT, as Ctrl-C does), or with terminate=true end its whole process tree " +
@@ -139,16 +188,19 @@ func (s *Server) addTools() {
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(false)},
 	}, s.interrupt)
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_status",
 		Title: "Everything known about a job",
+		// The answer is the record as the API gives it (raw JSON): its
+		// schema is a map's, as when it was decoded into one.
+		OutputSchema: outputSchemaFor[map[string]any](),
 		Description: "The full record of a job: status, exit code, the signal or reason it ended, cwd, mode, times, output size, " +
 			"whether it waits for input, pid, isolation and limits applied, resource usage; plus unread_bytes, the output this session has not read.",
 		InputSchema: schemaFor[statusIn](nil),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
 	}, s.status)
 
-	sdk.AddTool(s.srv, &sdk.Tool{
+	addTool(s.srv, &sdk.Tool{
 		Name:        "shell_list",
 		Title:       "This session's jobs",
 		Description: "List the jobs run in this MCP session, oldest first, with status, exit code, whether each waits for input and how much output is unread.",
@@ -242,16 +294,32 @@ func (s *Server) interrupt(ctx context.Context, req *sdk.CallToolRequest, in int
 	return res, a, nil
 }
 
-func (s *Server) status(ctx context.Context, req *sdk.CallToolRequest, in statusIn) (*sdk.CallToolResult, map[string]any, error) {
+func (s *Server) status(ctx context.Context, req *sdk.CallToolRequest, in statusIn) (*sdk.CallToolResult, json.RawMessage, error) {
 	st := s.sessionOf(req.Session)
 	rec, err := s.jobs.Record(ctx, in.JobID)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	if n, ok := rec["output_bytes"].(float64); ok {
-		rec["unread_bytes"] = max(int64(n)-st.cursor(in.JobID), 0)
+	// The record goes out as the API wrote it, with unread_bytes added
+	// at its end: not decoded into maps and encoded again.
+	var head struct {
+		OutputBytes *int64 `json:"output_bytes"`
 	}
-	return nil, rec, nil
+	if err := json.Unmarshal(rec, &head); err != nil {
+		return nil, nil, fmt.Errorf("record of job %s is not a JSON object: %w", in.JobID, err)
+	}
+	body := bytes.TrimRight(rec, " \t\r\n")
+	if head.OutputBytes == nil || len(body) < 2 || body[len(body)-1] != '}' {
+		return nil, body, nil
+	}
+	out := make([]byte, 0, len(body)+32)
+	out = append(out, body[:len(body)-1]...)
+	if len(bytes.TrimSpace(body[1:len(body)-1])) > 0 { // not {}
+		out = append(out, ',')
+	}
+	out = append(out, `"unread_bytes":`...)
+	out = strconv.AppendInt(out, max(*head.OutputBytes-st.cursor(in.JobID), 0), 10)
+	return nil, append(out, '}'), nil
 }
 
 func (s *Server) list(ctx context.Context, req *sdk.CallToolRequest, _ listIn) (*sdk.CallToolResult, listOut, error) {
@@ -266,7 +334,7 @@ func (s *Server) list(ctx context.Context, req *sdk.CallToolRequest, _ listIn) (
 	st.mu.Unlock()
 	for i := range items {
 		it := &items[i]
-		rec, err := s.jobs.Record(ctx, it.JobID)
+		raw, err := s.jobs.Record(ctx, it.JobID)
 		if err != nil {
 			var ce *client.Error
 			if errors.As(err, &ce) && ce.Code == "job_not_found" {
@@ -275,16 +343,18 @@ func (s *Server) list(ctx context.Context, req *sdk.CallToolRequest, _ listIn) (
 			}
 			return nil, listOut{}, toolError(err)
 		}
-		it.Status, _ = rec["status"].(string)
-		if c, ok := rec["exit_code"].(float64); ok {
-			n := int(c)
-			it.ExitCode = &n
+		var rec struct {
+			Status      string `json:"status"`
+			ExitCode    *int   `json:"exit_code"`
+			InputWait   *bool  `json:"input_wait"`
+			OutputBytes *int64 `json:"output_bytes"`
 		}
-		if b, ok := rec["input_wait"].(bool); ok {
-			it.InputWait = &b
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, listOut{}, fmt.Errorf("record of job %s: %w", it.JobID, err)
 		}
-		if n, ok := rec["output_bytes"].(float64); ok {
-			it.UnreadBytes = max(int64(n)-st.cursor(it.JobID), 0)
+		it.Status, it.ExitCode, it.InputWait = rec.Status, rec.ExitCode, rec.InputWait
+		if rec.OutputBytes != nil {
+			it.UnreadBytes = max(*rec.OutputBytes-st.cursor(it.JobID), 0)
 		}
 	}
 	return nil, listOut{Jobs: items}, nil

@@ -14,9 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // ErrOffset is returned (wrapped) for an offset outside [0, size].
@@ -75,11 +75,50 @@ func isCont(c byte) bool { return c&0xC0 == 0x80 }
 // limit < 1 is treated as 1. An offset outside [0, size] is an error
 // wrapping ErrOffset. Window reads only limit plus a few bytes of f.
 func Window(f io.ReaderAt, offset, size int64, limit int, final bool) (text string, next int64, truncated bool, err error) {
+	v, err := ReadWindow(f, offset, size, limit, final)
+	if err != nil {
+		return "", offset, false, err
+	}
+	text = string(v.Text)
+	v.Release()
+	return text, v.Next, v.Truncated, nil
+}
+
+// A View is a window as ReadWindow read it: Text is the window's text
+// (valid UTF-8), Next and Truncated as Window says. Text may alias a
+// buffer that is reused once Release is called: the text must not be used
+// after that. A View never released is simply left to the collector.
+type View struct {
+	Text      []byte
+	Next      int64
+	Truncated bool
+	bp        *[]byte
+}
+
+// String is Text as a string that shares its bytes: like Text it must not
+// be used after Release. (A window is up to 512 KiB: copying it into a
+// string of its own, then into the answer, cost a page read as much as
+// the read itself, and its garbage more.)
+func (v *View) String() string { return unsafe.String(unsafe.SliceData(v.Text), len(v.Text)) }
+
+// Release gives Text's buffer back for reuse; Text is then empty. It may
+// be called more than once.
+func (v *View) Release() {
+	v.Text = nil
+	if v.bp != nil {
+		putBuf(v.bp)
+		v.bp = nil
+	}
+}
+
+// ReadWindow is Window without the copy: the text stays in the buffer it
+// was read into, until the View is released.
+func ReadWindow(f io.ReaderAt, offset, size int64, limit int, final bool) (View, error) {
 	if offset < 0 || offset > size {
-		return "", offset, false, fmt.Errorf("%w: offset %d, size %d", ErrOffset, offset, size)
+		return View{Next: offset}, fmt.Errorf("%w: offset %d, size %d", ErrOffset, offset, size)
 	}
 	if offset == size {
-		return "", offset, false, nil
+		return View{Next: offset}, nil
 	}
 	if limit < 1 {
 		limit = 1
@@ -93,15 +132,19 @@ func Window(f io.ReaderAt, offset, size int64, limit int, final bool) (text stri
 	lo := max(0, offset-(utf8.UTFMax-1))
 	hi := min(size, offset+int64(limit)+2*(utf8.UTFMax-1))
 	bp := getBuf(int(hi - lo))
-	defer putBuf(bp)
 	b := *bp
 	if n, rerr := f.ReadAt(b, lo); n < len(b) {
+		putBuf(bp)
 		if rerr == nil || rerr == io.EOF {
 			rerr = io.ErrUnexpectedEOF
 		}
-		return "", offset, false, fmt.Errorf("outputlog: read %d bytes at %d: %w", len(b), lo, rerr)
+		return View{Next: offset}, fmt.Errorf("outputlog: read %d bytes at %d: %w", len(b), lo, rerr)
 	}
 	atSize := hi == size // b ends at the end of the known data
+	// held: the view is of b, which goes back to the pool on Release.
+	held := func(text []byte, next int64, trunc bool) View {
+		return View{Text: text, Next: next, Truncated: trunc, bp: bp}
+	}
 
 	s := int(offset - lo)
 	if isCont(b[s]) {
@@ -114,7 +157,8 @@ func Window(f io.ReaderAt, offset, size int64, limit int, final bool) (text stri
 			if !utf8.FullRune(b[l:]) {
 				// An incomplete valid prefix reaching the end of the data.
 				if !final && atSize {
-					return "", offset, false, nil
+					putBuf(bp)
+					return View{Next: offset}, nil
 				}
 				break // final: each of its bytes is an invalid unit
 			}
@@ -139,14 +183,16 @@ func Window(f io.ReaderAt, offset, size int64, limit int, final bool) (text stri
 			}
 		}
 		if e > s && utf8.Valid(b[s:e]) {
-			next = lo + int64(e)
-			return string(b[s:e]), next, next < size && !heldTail(b[e:], final, atSize), nil
+			next := lo + int64(e)
+			return held(b[s:e], next, next < size && !heldTail(b[e:], final, atSize)), nil
 		}
 	} else if s < len(b) && utf8.Valid(b[s:]) {
-		next = lo + int64(len(b))
-		return string(b[s:]), next, next < size, nil
+		next := lo + int64(len(b))
+		return held(b[s:], next, next < size), nil
 	}
-	return slowWindow(b, lo, s, size, limit, final, atSize)
+	text, next, trunc := slowWindow(b, lo, s, size, limit, final, atSize)
+	putBuf(bp)
+	return View{Text: text, Next: next, Truncated: trunc}, nil
 }
 
 // heldTail reports whether rest, the unconsumed bytes up to the end of b, is
@@ -156,9 +202,8 @@ func heldTail(rest []byte, final, atSize bool) bool {
 }
 
 // slowWindow decodes unit by unit from b[s:], replacing invalid bytes.
-func slowWindow(b []byte, lo int64, s int, size int64, limit int, final, atSize bool) (string, int64, bool, error) {
-	var sb strings.Builder
-	sb.Grow(min(len(b)-s, limit+utf8.UTFMax) + 16)
+func slowWindow(b []byte, lo int64, s int, size int64, limit int, final, atSize bool) ([]byte, int64, bool) {
+	out := make([]byte, 0, min(len(b)-s, limit+utf8.UTFMax)+16)
 	pos := s
 	held := false
 	for pos < len(b) {
@@ -167,7 +212,7 @@ func slowWindow(b []byte, lo int64, s int, size int64, limit int, final, atSize 
 			if pos-s >= limit {
 				break
 			}
-			sb.WriteByte(c)
+			out = append(out, c)
 			pos++
 			continue
 		}
@@ -187,14 +232,14 @@ func slowWindow(b []byte, lo int64, s int, size int64, limit int, final, atSize 
 			break
 		}
 		if valid {
-			sb.Write(b[pos : pos+sz])
+			out = append(out, b[pos:pos+sz]...)
 		} else {
-			sb.WriteRune(utf8.RuneError)
+			out = utf8.AppendRune(out, utf8.RuneError)
 		}
 		pos += sz
 	}
 	next := lo + int64(pos)
-	return sb.String(), next, next < size && !held, nil
+	return out, next, next < size && !held
 }
 
 // Tail returns the last ≤ limit bytes of f before size, started at a
@@ -203,13 +248,23 @@ func slowWindow(b []byte, lo int64, s int, size int64, limit int, final, atSize 
 // treated as final: an incomplete trailing character becomes U+FFFD.
 // limit < 1 is treated as 1.
 func Tail(f io.ReaderAt, size int64, limit int) (string, error) {
+	v, err := ReadTail(f, size, limit)
+	if err != nil {
+		return "", err
+	}
+	text := string(v.Text)
+	v.Release()
+	return text, nil
+}
+
+// ReadTail is Tail without the copy, as ReadWindow is Window.
+func ReadTail(f io.ReaderAt, size int64, limit int) (View, error) {
 	if size < 0 {
-		return "", fmt.Errorf("%w: size %d", ErrOffset, size)
+		return View{}, fmt.Errorf("%w: size %d", ErrOffset, size)
 	}
 	if limit < 1 {
 		limit = 1
 	}
 	start := max(0, size-int64(limit))
-	text, _, _, err := Window(f, start, size, limit, true)
-	return text, err
+	return ReadWindow(f, start, size, limit, true)
 }

@@ -377,6 +377,57 @@ func TestWindowAllocs(t *testing.T) {
 	}
 }
 
+// ReadWindow leaves a valid window in the buffer it was read into (no copy,
+// no allocation once the pool holds one), and the text is Window's.
+func TestReadWindowDoesNotCopy(t *testing.T) {
+	data := bytes.Repeat([]byte("hello w\u00f6rld\n"), 50000)
+	r := bytes.NewReader(data)
+	for _, off := range []int64{0, 7, 8, 100001} {
+		want, wnext, wtrunc, err := Window(r, off, int64(len(data)), 1<<19, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := ReadWindow(r, off, int64(len(data)), 1<<19, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.String() != want || string(v.Text) != want || v.Next != wnext || v.Truncated != wtrunc {
+			t.Fatalf("offset %d: ReadWindow gave %d bytes, next %d, truncated %v; Window %d, %d, %v", off, len(v.Text), v.Next, v.Truncated, len(want), wnext, wtrunc)
+		}
+		v.Release()
+		if v.Text != nil || v.String() != "" {
+			t.Fatalf("offset %d: text still there after Release", off)
+		}
+		v.Release() // twice is fine
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		v, _ := ReadWindow(r, 1, int64(len(data)), 1<<19, true)
+		v.Release()
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per valid 512 KiB window read", allocs)
+	}
+	// ReadTail is Tail, without the copy.
+	for _, limit := range []int{1, 7, 100, 1 << 19, 1 << 22} {
+		want, err := Tail(r, int64(len(data)), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := ReadTail(r, int64(len(data)), limit)
+		if err != nil || v.String() != want || v.Next != int64(len(data)) {
+			t.Fatalf("ReadTail limit %d: %d bytes, next %d, err %v; Tail %d bytes", limit, len(v.Text), v.Next, err, len(want))
+		}
+		v.Release()
+	}
+	// An invalid window is decoded into text of its own: still right.
+	bad := []byte("a\xffb\xe4\xb8")
+	v, err := ReadWindow(bytes.NewReader(bad), 0, int64(len(bad)), 10, true)
+	if err != nil || string(v.Text) != "a\ufffdb\ufffd\ufffd" || v.Next != int64(len(bad)) || v.Truncated {
+		t.Fatalf("invalid window: %q next %d truncated %v err %v", v.Text, v.Next, v.Truncated, err)
+	}
+	v.Release()
+}
+
 func FuzzWindow(f *testing.F) {
 	f.Add([]byte("hello \u4e16\u754c\n"), uint16(1), uint16(4), true)
 	f.Add([]byte("a\xff\xe4\xb8"), uint16(0), uint16(1), false)
