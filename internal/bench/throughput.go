@@ -204,8 +204,10 @@ func benchPageRead(ctx context.Context, e *Env, s Sizes) []*Row {
 		if resp.StatusCode != http.StatusOK {
 			return 0, 0, fmt.Errorf("wait at %d: %d %s", off, resp.StatusCode, raw)
 		}
+		// Decoded as the Go client decodes an answer (client.Call): the
+		// JobResult's own decoder, without encoding/json's scans first.
 		var res client.JobResult
-		if err := json.Unmarshal(raw, &res); err != nil {
+		if err := res.UnmarshalJSON(raw); err != nil {
 			return 0, 0, err
 		}
 		decoded = time.Since(start)
@@ -291,7 +293,7 @@ func benchPageRead(ctx context.Context, e *Env, s Sizes) []*Row {
 		main.Notes = append(main.Notes, fmt.Sprintf("with a new connection per call on both sides (%d calls each): runtime %s, floor %s, %s; new connections for the runtime only would give %s",
 			a.N, FormatStats(a, Millis), FormatStats(b, Millis), FormatValue(a.P50/b.P50)+"×", FormatValue(a.P50/main.Floor.P50)+"×"))
 	}
-	decoded.Notes = append(decoded.Notes, "the same calls as the page read, each timed until encoding/json has decoded the answer into the window's text (the floor's body is the bytes themselves): the cost of the JSON wire shape on the client's side, with Go's decoder")
+	decoded.Notes = append(decoded.Notes, "the same calls as the page read, each timed until the answer is decoded into the window's text as shellctl's Go client decodes it (wire.JobResult's one-pass decoder, encoding/json for any other shape; the floor's body is the bytes themselves): the cost of the JSON wire shape on the client's side")
 	if z := nulWindow(ctx, e, window, runtimeRead, floorRead, keep); z != "" {
 		decoded.Notes = append(decoded.Notes, z)
 	}
