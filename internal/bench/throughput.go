@@ -176,7 +176,7 @@ func benchPageRead(ctx context.Context, e *Env, s Sizes) []*Row {
 	var rtBuf, flBuf bytes.Buffer
 	// runtimeRead times one wait call at off of job jid (log size jsize):
 	// to the last byte of the answer (the figure), and to the window's text
-	// decoded from the JSON by encoding/json (the decoded row).
+	// decoded from the JSON as the Go client decodes it (the decoded row).
 	runtimeRead := func(hc *http.Client, jid string, jsize, off int64) (body, decoded time.Duration, err error) {
 		zero := 0.0
 		reqBody, err := json.Marshal(client.WaitRequest{Offset: off, Timeout: &zero, OutputLimit: window})
