@@ -60,6 +60,13 @@ const StageFD = 3
 // stage against a broken peer.
 const maxStageRequest = 1 << 30
 
+// stageEnv is the stage's own environment: the Go runtime's settings for
+// a process that lives for a few system calls and then execs. One P (no
+// threads started for idle Ps, fewer threads for execve to end), and no
+// collector (it allocates a few KiB). The job's environment is not this:
+// execve gets JobConfig.Env.
+var stageEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
+
 // Stage is a started stage waiting for its job.
 type Stage struct {
 	// PID is the stage's process, which becomes the job's.
@@ -86,7 +93,7 @@ func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 	defer devNull.Close()
 	cmd := &exec.Cmd{
 		Path: exe, Args: []string{"shellctl-stage", StageArg},
-		Env:   []string{},
+		Env:   stageEnv,
 		Stdin: devNull, Stdout: devNull, Stderr: devNull,
 		ExtraFiles:  []*os.File{theirs},
 		SysProcAttr: attr,

@@ -58,19 +58,21 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	}
 	cfg.TTY = slave.Name()
 	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
-	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
-	// Only the job may hold the terminal's slave side: once it and its
-	// descendants close it, reading the master ends with EIO, which is how
-	// the runner knows the output is complete.
-	slave.Close()
-	if err := r.openOutput(w); err != nil {
-		master.Close()
-		return err
-	}
 	// Under mu: a terminate or resize may arrive while the job starts.
 	r.mu.Lock()
 	r.master = master
 	r.mu.Unlock()
+	// The stage's end of its channel closed at execve: the job runs, and
+	// the server hears so before anything else the runner does for it.
+	r.afterStart(l)
+	if err := r.openOutput(w); err != nil {
+		slave.Close()
+		r.mu.Lock()
+		r.master = nil
+		r.mu.Unlock()
+		master.Close()
+		return err
+	}
 	r.pumpDone = make(chan struct{})
 	// The pump reads the master itself (the input-wait flush needs the
 	// descriptor); the raw bytes reach the screen through w.ObserveRead.
@@ -82,8 +84,12 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 		}
 		r.saveScreen()
 	}()
+	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
+	// Only the job may hold the terminal's slave side: once it and its
+	// descendants close it, reading the master ends with EIO, which is how
+	// the runner knows the output is complete.
+	slave.Close()
 	go r.writeInput()
-	r.afterStart(l)
 	return nil
 }
 
@@ -115,6 +121,8 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	// of file.
 	outW.Close()
 	errW.Close()
+	// The job runs (its stage exec'd): the server hears so first.
+	r.afterStart(l)
 	if err := r.openOutput(w); err != nil {
 		outR.Close()
 		errR.Close()
@@ -147,7 +155,6 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 		// descendant still holding stderr is never cut off.
 		<-errDone
 	}()
-	r.afterStart(l)
 	return nil
 }
 
