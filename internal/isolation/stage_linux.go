@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,12 +49,16 @@ const (
 	textBusyPause = 2 * time.Millisecond
 )
 
-// StageArg, as the first argument of the runner's binary, makes it a stage
-// (see cmd/shellctl-runner); the socket to its runner is fd StageFD.
+// StageArg, the first argument of a stage (cmd/shellctl-stage, or the
+// runner's binary: cmd/shellctl-runner), makes it one; the socket to its
+// runner is fd StageFD.
 const StageArg = "__stage"
 
 // StageFD is the descriptor of a stage's socket to its runner.
 const StageFD = 3
+
+// stageComm is a stage's process name (comm, NUL-terminated).
+var stageComm = []byte("shellctl-stage\x00")
 
 // maxStageRequest bounds a request a stage reads. The request holds the
 // job's environment, which a run request bounds; this only guards the
@@ -74,7 +79,7 @@ type Stage struct {
 	sock *os.File
 }
 
-// StartStage starts a stage: exe (the runner's binary) with StageArg,
+// StartStage starts a stage: exe (shellctl-stage, or the runner's binary) with StageArg,
 // with attr's process attributes (its process group, its cgroup). The
 // caller reaps it: it is the job's process from here on.
 func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
@@ -260,6 +265,9 @@ func StageMain() int {
 	// execve makes the job dumpable again for itself.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	runtime.LockOSThread() // everything below happens on this thread
+	// Started through a descriptor (its name is the descriptor's number):
+	// ps shows what it is until it becomes the job.
+	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&stageComm[0])), 0, 0, 0)
 	sock := StageFD
 	if _, err := unix.FcntlInt(uintptr(sock), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		return ExitSetupFailed

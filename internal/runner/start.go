@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -474,7 +475,16 @@ func (r *Runner) startStage() error {
 	if r.cgroupFD >= 0 {
 		attr.UseCgroupFD, attr.CgroupFD = true, r.cgroupFD
 	}
-	st, err := isolation.StartStage("/proc/self/exe", attr)
+	exe := "/proc/self/exe" // the runner's binary, with isolation.StageArg
+	bin, err := openBeside(StageBinary)
+	if err != nil {
+		// Still a stage of its own, only a slower one to start.
+		r.log.Warn("the job's stage is the runner's own binary (a slower start)", "err", err)
+	} else {
+		defer bin.Close()
+		exe = fdPath(bin)
+	}
+	st, err := isolation.StartStage(exe, attr)
 	if err != nil {
 		return err
 	}
@@ -486,6 +496,47 @@ func (r *Runner) startStage() error {
 	r.stage = st
 	return nil
 }
+
+// StageBinary is the stage's own binary, beside the runner's: it carries
+// only what a stage needs, so its start costs no initialisation of the
+// runner's packages. Without it the runner's binary is the stage.
+const StageBinary = "shellctl-stage"
+
+// openBeside opens name in the directory of the runner's binary, as a
+// handle (O_PATH): what is started is the file opened here, whatever
+// the name points to by the time it is started (fdPath).
+func openBeside(name string) (*os.File, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the runner's own binary: %w", err)
+	}
+	return openExecutable(filepath.Dir(self), name, self)
+}
+
+// openExecutable opens dir/name as a handle to an executable file; self
+// names the binary it is looked up beside, for the error.
+func openExecutable(dir, name, self string) (*os.File, error) {
+	p := filepath.Join(dir, name)
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w (install it beside %s)", p, err, self)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is not an executable file (mode %o): install %s beside %s", p, st.Mode, name, self)
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// fdPath names an open file by its descriptor: a child started with it
+// as its program runs exactly that file (the descriptor, close-on-exec,
+// is still open in the child when execve resolves the name).
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
 // droppingWriter writes to w until a write fails, then drops everything:
 // a reader that must never stop draining (a job's stderr pipe) uses it.
