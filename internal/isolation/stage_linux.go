@@ -160,9 +160,16 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	defer s.Close()
 	fail := func(code int, err error) Started {
 		st.Code, st.Err = code, err
-		if st.Applied.Error == "" && !st.Applied.Enabled {
-			st.Applied.Error = err.Error()
+		// Only here, on a failure, is what the stage said decoded.
+		var a Applied
+		if st.Applied != "" {
+			_ = json.Unmarshal([]byte(st.Applied), &a)
 		}
+		if a.Error == "" && !a.Enabled {
+			a.Error = err.Error()
+		}
+		b, _ := json.Marshal(&a)
+		st.Applied = string(b)
 		return st
 	}
 	req := stageRequest{Config: *cfg, TTY: tty}
@@ -215,13 +222,13 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	got := false
 	for sc.Scan() {
-		var rep stageReply
+		var rep stageAnswer
 		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
 			return fail(ExitSetupFailed, fmt.Errorf("read the stage's answer: %w", err))
 		}
 		got = true
-		if rep.Applied != nil {
-			st.Applied = *rep.Applied
+		if len(rep.Applied) > 0 && string(rep.Applied) != "null" {
+			st.Applied = string(rep.Applied)
 		}
 		if rep.Err != "" {
 			st.Code, st.Err = rep.Code, errors.New(rep.Err)
@@ -231,8 +238,23 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 		// Gone before it said anything: killed, or it could not read us.
 		return fail(ExitSetupFailed, fmt.Errorf("the job's stage (pid %d) ended before it started the job", s.PID))
 	}
+	if st.Applied == "" {
+		// A stage that failed before it applied anything.
+		st.Applied = noneApplied
+	}
 	return st
 }
+
+// stageAnswer is a stageReply as the runner reads it: what was applied
+// stays JSON, to be passed on as it is.
+type stageAnswer struct {
+	Applied json.RawMessage `json:"applied"`
+	Code    int             `json:"code"`
+	Err     string          `json:"err"`
+}
+
+// noneApplied is the JSON of the zero Applied: nothing was applied.
+const noneApplied = `{"enabled":false,"scope_signal":false,"scope_abstract_unix":false,"ioctl_dev":false}`
 
 // OpenDir opens path as a directory handle (O_PATH), following symlinks
 // once: what it names now is what the job gets.

@@ -131,7 +131,11 @@ func runStage(t *testing.T, cfg JobConfig) stageResult {
 	<-done
 	outR.Close()
 	errR.Close()
-	r := stageResult{applied: st.Applied}
+	r := stageResult{}
+	r.applied, r.appliedErr = st.DecodeApplied()
+	if r.appliedErr != nil {
+		t.Fatalf("what the stage applied (%q): %v", st.Applied, r.appliedErr)
+	}
 	if st.PID == 0 {
 		r.code = st.Code
 		fmt.Fprintf(&stderr, "shellctl: %v\n", st.Err)
@@ -779,5 +783,17 @@ func TestStageSettingsStayOutOfTheJob(t *testing.T) {
 		if slices.Contains(got, kv) {
 			t.Errorf("the stage's %q reached the job", kv)
 		}
+	}
+}
+
+// What a stage that applied nothing reports is the zero Applied, as the
+// record always showed it.
+func TestNoneAppliedIsTheZeroApplied(t *testing.T) {
+	b, err := json.Marshal(Applied{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != noneApplied {
+		t.Fatalf("noneApplied = %s, want %s", noneApplied, b)
 	}
 }

@@ -176,7 +176,7 @@ func (r *Runner) openOutput(w *outWriter) error {
 // afterStart records what isolation was applied and reports "running".
 func (r *Runner) afterStart(l isolation.Started) {
 	r.mu.Lock()
-	r.isolation = marshalApplied(l.Applied)
+	r.isolation = l.Applied
 	// The stage made the job's own group (setpgid or setsid) before it
 	// exec'd; one that failed before that may have left it in ours.
 	if l.Err == nil {
