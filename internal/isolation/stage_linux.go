@@ -87,6 +87,15 @@ func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make the stage's socketpair: %w", err)
 	}
+	// Our end is non-blocking, so waiting on it parks a goroutine in the
+	// runtime's poller rather than a thread in the kernel (a thread so
+	// blocked makes the runtime start another for everything else).
+	// The stage's end stays blocking: it reads it with plain system calls.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("make the stage's socketpair non-blocking: %w", err)
+	}
 	ours := os.NewFile(uintptr(fds[0]), "stage")
 	theirs := os.NewFile(uintptr(fds[1]), "stage-peer")
 	defer theirs.Close()
@@ -208,8 +217,20 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	}
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
-	if err := unix.Sendmsg(int(s.sock.Fd()), hdr[:], unix.UnixRights(fds...), nil, 0); err != nil {
+	// Through SyscallConn: Fd would put our end back in blocking mode.
+	rc, err := s.sock.SyscallConn()
+	if err != nil {
 		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), hdr[:], unix.UnixRights(fds...), nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		serr = err
+	}
+	if serr != nil {
+		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, serr))
 	}
 	runtime.KeepAlive(f)
 	runtime.KeepAlive(cwd)
@@ -219,7 +240,7 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	}
 	// Replies until end of file: the stage's end closes at execve.
 	sc := bufio.NewScanner(s.sock)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 4<<10), 16<<20)
 	got := false
 	for sc.Scan() {
 		var rep stageAnswer
