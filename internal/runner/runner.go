@@ -237,15 +237,36 @@ func Main(args []string) int {
 }
 
 // tuneRuntime sets the Go runtime up for a runner: one P. A runner's work
-// is a few goroutines that wait on descriptors, and the copying is the
-// kernel's (splice, terminal reads); a second P only makes the runtime
-// start threads for it, which cost their creation, and the TLB shootdowns
-// every unmapping and the exit then send to each of them (with one P:
-// about 2 ms less CPU per `echo hi` job, all processes counted). The
-// server starts runners with a fixed environment (no GOMAXPROCS), so this
-// is set here; threads blocked in system calls still get their own.
+// is a few goroutines that wait on descriptors; a second P makes the
+// runtime spin up threads to look for work on it, run idle GC workers on
+// it, and the TLB shootdowns of every unmapping and of the exit then reach
+// each of those threads (with one P: about 2 ms less CPU per `echo hi`
+// job, all processes counted). The server starts runners with a fixed
+// environment (no GOMAXPROCS), so it is set here. A job that floods its
+// output gets the runtime's usual Ps back (busyOutput).
 func tuneRuntime() {
-	runtime.GOMAXPROCS(1)
+	if n := runtime.GOMAXPROCS(1); n > 1 {
+		usualProcs = n
+	}
+}
+
+// usualProcs is the runtime's own choice of Ps, given back to a runner
+// whose job writes more than busyOutput: its terminal's pump and screen, or
+// its pipes' copies, then run side by side.
+var (
+	usualProcs     = 1
+	usualProcsOnce sync.Once
+)
+
+// busyOutput is the output after which a runner gets usualProcs.
+const busyOutput = 1 << 20
+
+// outputBusy gives the runner its usual Ps once its job's output passed
+// busyOutput.
+func outputBusy(size int64) {
+	if size > busyOutput && usualProcs > 1 {
+		usualProcsOnce.Do(func() { runtime.GOMAXPROCS(usualProcs) })
+	}
 }
 
 // PoolPlaceholder stands for the job id in a warm runner's arguments until
@@ -348,16 +369,26 @@ func (r *Runner) run() int {
 	}
 	// The control socket is for a server that comes later (after a
 	// restart); made once the job is on its way, as every file made on the
-	// path of a job's start is felt by every job.
-	ln, err := proto.Listen(s.Dir, SocketFile)
-	if err != nil {
-		r.log.Error("control socket: a restarted server will not find this job", "err", err)
-	} else {
+	// path of a job's start is felt by every job — and after what the
+	// job's end waits for: the runner runs on one P, and this goroutine
+	// lets the copy of the output and the reaper run first.
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		runtime.Gosched()
+		ln, err := proto.Listen(s.Dir, SocketFile)
+		if err != nil {
+			r.log.Error("control socket: a restarted server will not find this job", "err", err)
+			return
+		}
 		r.ln = ln
-		defer os.Remove(filepath.Join(s.Dir, SocketFile))
 		go r.accept()
-	}
+	}()
 	r.waitAndFinish()
+	<-listening
+	if r.ln != nil {
+		os.Remove(filepath.Join(s.Dir, SocketFile))
+	}
 	r.closeTracker()
 	return 0
 }
