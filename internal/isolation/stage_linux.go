@@ -36,11 +36,12 @@ import (
 //
 //	runner → stage: an 8-byte little-endian length carrying the job's
 //	                descriptors (SCM_RIGHTS: stdin, stdout, stderr, cwd,
-//	                home), then that many bytes of JSON (stageRequest).
-//	stage → runner: JSON lines (stageReply): what was applied, sent just
-//	                before execve, and a failure when something did not
-//	                work. The stage's end is close-on-exec, so end of file
-//	                with no failure means the job's program runs.
+//	                home), then that many bytes of the request
+//	                (stageRequest, in the format of stagewire_linux.go).
+//	stage → runner: JSON lines: what was applied, sent just before
+//	                execve, and a failure when something did not work.
+//	                The stage's end is close-on-exec, so end of file with
+//	                no failure means the job's program runs.
 
 // textBusyTries and textBusyPause bound how long a stage retries an exec
 // that failed with ETXTBSY (see becomeJob): 100 ms in all.
@@ -138,25 +139,18 @@ type Files struct {
 	Home  *os.File
 }
 
-// stageRequest is what a runner sends its stage.
+// stageRequest is what a runner sends its stage (stagewire_linux.go).
 type stageRequest struct {
-	Config JobConfig `json:"config"`
+	Config JobConfig
 	// TTY: fd 0 is the job's terminal, whose foreground its group takes.
-	TTY bool `json:"tty"`
+	TTY bool
 	// HasHome: a home handle follows the cwd handle.
-	HasHome bool `json:"has_home"`
+	HasHome bool
 	// Fail: the job cannot start, for this reason, found before it was
 	// handed over; the stage says so in its output and exits FailCode.
 	// Only the stdio descriptors come with it.
-	Fail     string `json:"fail,omitempty"`
-	FailCode int    `json:"fail_code,omitempty"`
-}
-
-// stageReply is one message from a stage.
-type stageReply struct {
-	Applied *Applied `json:"applied,omitempty"`
-	Code    int      `json:"code,omitempty"`
-	Err     string   `json:"err,omitempty"`
+	Fail     string
+	FailCode int
 }
 
 // Assign hands the job to the stage and waits until the stage has become
@@ -211,10 +205,7 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 			req.HasHome = true
 		}
 	}
-	body, err := json.Marshal(&req)
-	if err != nil {
-		return fail(ExitSetupFailed, fmt.Errorf("encode the job for its stage: %w", err))
-	}
+	body := encodeStageRequest(&req)
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
 	// Through SyscallConn: Fd would put our end back in blocking mode.
@@ -266,7 +257,7 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	return st
 }
 
-// stageAnswer is a stageReply as the runner reads it: what was applied
+// stageAnswer is a reply line as the runner reads it: what was applied
 // stays JSON, to be passed on as it is.
 type stageAnswer struct {
 	Applied json.RawMessage `json:"applied"`
@@ -321,13 +312,10 @@ func StageMain() int {
 		// nonsense: there is no job to tell.
 		return 0
 	}
-	reply := func(r stageReply) {
-		b, _ := json.Marshal(&r)
-		_, _ = unix.Write(sock, append(b, '\n'))
-	}
+	reply := func(a *Applied) { _, _ = unix.Write(sock, appendAppliedReply(nil, a)) }
 	code, err := becomeJob(req, fds, reply)
 	// Here only when the job did not start: say why where its output goes.
-	reply(stageReply{Code: code, Err: err.Error()})
+	_, _ = unix.Write(sock, appendFailReply(nil, code, err.Error()))
 	msg := []byte("shellctl: " + err.Error() + "\n")
 	_, _ = unix.Write(1, msg)
 	if !req.TTY {
@@ -377,8 +365,8 @@ func readStageRequest(sock int) (*stageRequest, []int, error) {
 		}
 		got += n
 	}
-	req := new(stageRequest)
-	if err := json.Unmarshal(body, req); err != nil {
+	req, err := decodeStageRequest(body)
+	if err != nil {
 		return nil, nil, err
 	}
 	want := 4
@@ -395,7 +383,7 @@ func readStageRequest(sock int) (*stageRequest, []int, error) {
 }
 
 // becomeJob sets the job up and execs it; it returns only on failure.
-func becomeJob(req *stageRequest, fds []int, reply func(stageReply)) (int, error) {
+func becomeJob(req *stageRequest, fds []int, reply func(*Applied)) (int, error) {
 	cfg := &req.Config
 	for i := 0; i < 3; i++ {
 		if err := unix.Dup3(fds[i], i, 0); err != nil {
@@ -430,15 +418,15 @@ func becomeJob(req *stageRequest, fds []int, reply func(stageReply)) (int, error
 	a, err := confine(cfg, cwdFD, homeFD)
 	if err != nil {
 		a.Enabled, a.Error = false, err.Error()
-		reply(stageReply{Applied: &a})
+		reply(&a)
 		return ExitSetupFailed, err
 	}
 	prog, err := lookProgram(cfg.Argv[0], cfg.Env)
 	if err != nil {
-		reply(stageReply{Applied: &a})
+		reply(&a)
 		return ExitNotFound, err
 	}
-	reply(stageReply{Applied: &a})
+	reply(&a)
 	// The job starts with no signal blocked.
 	var none unix.Sigset_t
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
