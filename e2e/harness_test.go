@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	if n := reapStaleGroups(); n > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: ended %d cgroup(s) an interrupted earlier run left behind\n", n)
+	}
 	if err := installOpenAPICheck(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

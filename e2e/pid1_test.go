@@ -235,8 +235,14 @@ func TestInitStopEndsAndRecordsJobs(t *testing.T) {
 	if !s.cmd.ProcessState.Success() {
 		t.Errorf("shellctl as PID 1 exited %v after SIGTERM:\n%s", s.cmd.ProcessState, s.log())
 	}
-	if took > time.Second {
-		t.Errorf("shellctl as PID 1 took %v to stop after SIGTERM, over a second", took)
+	// A race-detector build runs the server and its runners several times
+	// slower: the bound is the ladder's, not the build's.
+	bound := time.Second
+	if os.Getenv("SHELLCTL_E2E_RACE") != "" {
+		bound = 3 * time.Second
+	}
+	if took > bound {
+		t.Errorf("shellctl as PID 1 took %v to stop after SIGTERM, over %v", took, bound)
 	}
 	if !strings.Contains(s.log(), "stopping as PID 1") {
 		t.Errorf("the log does not say the stop ends the jobs as PID 1:\n%s", s.log())

@@ -97,6 +97,40 @@ func newE2EGroup() (*e2eGroup, error) {
 	return &e2eGroup{dir: dir, leafFD: fd}, nil
 }
 
+// reapStaleGroups ends what an interrupted earlier run of these tests left
+// behind (a killed `go test` never runs its cleanups): the groups named
+// e2e-<pid>-<n> beside ours whose test process <pid> is gone, each killed
+// as a whole and removed. A group whose PID is alive belongs to a run
+// going on now (another `go test` of this package) and is left alone.
+func reapStaleGroups() (reaped int) {
+	mount, self := cgroup2Self()
+	if mount == "" {
+		return 0
+	}
+	parent := filepath.Join(mount, self)
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return 0
+	}
+	for _, e := range ents {
+		var pid, n int
+		if !e.IsDir() {
+			continue
+		}
+		if k, err := fmt.Sscanf(e.Name(), "e2e-%d-%d", &pid, &n); err != nil || k != 2 || pid <= 0 || e.Name() != fmt.Sprintf("e2e-%d-%d", pid, n) {
+			continue
+		}
+		if pid == os.Getpid() || syscall.Kill(pid, 0) == nil || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue
+		}
+		g := &e2eGroup{dir: filepath.Join(parent, e.Name()), leafFD: -1}
+		if g.kill() == nil {
+			reaped++
+		}
+	}
+	return reaped
+}
+
 // populated reports whether any process is left in the group's subtree.
 func (g *e2eGroup) populated() bool {
 	b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events"))
@@ -284,5 +318,58 @@ func TestHarnessCleanupEndsOnlyWhatTheServerStarted(t *testing.T) {
 	}
 	if _, err := os.Stat(s.group.dir); !os.IsNotExist(err) {
 		t.Errorf("the server's cgroup %s is still there (%v)", s.group.dir, err)
+	}
+}
+
+// TestHarnessReapsStaleGroups: the groups of a test process that is gone
+// (an interrupted run) are ended and removed at the next start; a group
+// of a live process is left alone.
+func TestHarnessReapsStaleGroups(t *testing.T) {
+	mount, self := cgroup2Self()
+	if mount == "" || os.Geteuid() != 0 {
+		t.Skip("needs a writable cgroup v2 (root)")
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := gone.Process.Pid
+	if syscall.Kill(deadPID, 0) == nil {
+		t.Skipf("PID %d was reused at once", deadPID)
+	}
+	parent := filepath.Join(mount, self)
+	stale := filepath.Join(parent, fmt.Sprintf("e2e-%d-1", deadPID))
+	live := filepath.Join(parent, fmt.Sprintf("e2e-%d-999999", os.Getpid()))
+	for _, d := range []string{stale, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Skipf("cannot make a cgroup here: %v", err)
+		}
+	}
+	defer syscall.Rmdir(live)
+	defer syscall.Rmdir(stale)
+	// A process left in the stale group, as a killed run leaves its runners.
+	left := exec.Command("sleep", "300")
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { left.Process.Kill(); left.Wait() }()
+	if err := os.WriteFile(filepath.Join(stale, "cgroup.procs"), []byte(strconv.Itoa(left.Process.Pid)), 0); err != nil {
+		t.Skipf("cannot move a process into a cgroup here: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- left.Wait() }()
+	if n := reapStaleGroups(); n < 1 {
+		t.Fatalf("reapStaleGroups ended %d groups, want the stale one", n)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process in the stale group is still running")
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale group %s is still there (%v)", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live process's group %s was removed: %v", live, err)
 	}
 }

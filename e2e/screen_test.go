@@ -266,6 +266,16 @@ func TestScreenMatchesTmux(t *testing.T) {
 	if err := os.WriteFile(menu, []byte(menuPy), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// One line of 200 003 characters with no end (as base64 -w 0 prints):
+	// it wraps at the margin some 2 500 times.
+	long := filepath.Join(s.Home, "long.b64")
+	if err := os.WriteFile(long, []byte(strings.Repeat("QUJDREVGR0g", 18200)[:200003]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	longSh := filepath.Join(s.Home, "long.sh")
+	if err := os.WriteFile(longSh, []byte("cat "+long+"; printf END; exec sleep 600\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"TERM=xterm-256color", "LANG=C.UTF-8", "HOME=" + s.Home, "PATH=/usr/bin:/bin"}
 	for _, c := range []struct {
 		name       string
@@ -277,6 +287,7 @@ func TestScreenMatchesTmux(t *testing.T) {
 		{"less narrow", []string{"less", "-S", file}, 33, 10, "line 0009"},
 		{"curses menu", []string{"/usr/bin/python3", menu}, 50, 9, "> apple"},
 		{"vim", []string{"vim", "-u", "NONE", "-N", "-n", file}, 70, 15, "line 0014"},
+		{"long line", []string{"/bin/sh", longSh}, 80, 24, "END"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := tmuxScreen(t, c.cols, c.rows, c.want, env, c.argv...)

@@ -10,7 +10,8 @@ package runner
 // series that decays (1, 2, 4 … 1024 ms after the last check) and stops,
 // because a program usually blocks microseconds after it printed its
 // prompt, or a little later after it started. While output keeps coming
-// the checks back off (at most one per 16 ms). A job quiet for longer costs
+// the checks back off (at most one per 16 ms), until a check finds the job
+// waiting (iwSchedule: at most once per input). A job quiet for longer costs
 // nothing; a server that answers for a running job asks for a check then
 // (TInputWaitQuery), so what it answers is exact at that moment.
 //
@@ -183,13 +184,14 @@ func (iw *inputWait) beforeWrite() {
 	}
 }
 
-// check looks now and publishes a change.
-func (iw *inputWait) check() bool {
+// check looks now and publishes a change; it returns the state and the
+// inputs written when it was seen.
+func (iw *inputWait) check() (bool, int64) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
 	w := iw.lookLocked()
 	iw.publishLocked(w)
-	return w
+	return w, iw.published.Load() >> 1
 }
 
 // query is a check for the server; it answers with the state and the
@@ -499,8 +501,7 @@ func (iw *inputWait) publishLocked(w bool) {
 	iw.r.broadcast(&proto.Msg{T: proto.TInputWait, Waiting: w, InputSeq: seq, Size: iw.r.size.Load()})
 }
 
-// loop runs the checks: one at an event (at once when the job was quiet),
-// then the decaying series, backing off while events keep coming.
+// loop runs the checks when schedule says.
 func (iw *inputWait) loop() {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -516,13 +517,7 @@ func (iw *inputWait) loop() {
 		t.Reset(d)
 		armed, armedAt = true, time.Now().Add(d)
 	}
-	var (
-		events     bool // an event came since the last check
-		lastEvents bool // the last check followed an event
-		gap        time.Duration
-		step       int
-		lastCheck  time.Time
-	)
+	var s iwSchedule
 	for {
 		select {
 		case <-iw.r.done:
@@ -530,30 +525,85 @@ func (iw *inputWait) loop() {
 			iw.closeExits()
 			return
 		case <-iw.kick:
-			events = true
-			due := lastCheck.Add(gap)
+			due := s.event()
 			if !armed || armedAt.After(due) {
 				arm(max(0, time.Until(due)))
 			}
 		case <-t.C:
 			armed = false
-			iw.check()
-			lastCheck = time.Now()
-			if events {
-				if lastEvents {
-					gap = min(max(2*gap, time.Millisecond), inputWaitMaxGap)
-				} else {
-					gap = time.Millisecond
-				}
-				step = 0
-			} else {
-				gap = 0
-				step++
-			}
-			lastEvents, events = events, false
-			if step < len(inputWaitSeries) {
-				arm(max(inputWaitSeries[step], gap))
+			w, seq := iw.check()
+			if d, ok := s.looked(time.Now(), w, seq); ok {
+				arm(d)
 			}
 		}
 	}
+}
+
+// iwSchedule decides when the checks run: one at an event (at once when
+// the job was quiet), then the decaying series, backing off while events
+// keep coming (each check that follows events doubles the gap to the next,
+// up to inputWaitMaxGap), so that a program printing continuously is
+// looked at at most once per inputWaitMaxGap.
+//
+// A check that finds the job waiting for input, the first since the
+// input it last answered, ends the back-off: the program stopped printing
+// to read, so the events that come next are its answer to the next input.
+// The next inputWaitQuick checks run right at those events (the read of
+// the prompt among them), the ones after 1, 2, 4 … ms apart, rather than
+// up to inputWaitMaxGap after the last check (the prompt→answer latency
+// of a program driven input by input). That is at most once per input
+// written, so a program that prints continuously while asleep in a timed
+// read of the terminal is still looked at no more often than the back-off
+// allows, and an input costs at most inputWaitQuick checks more.
+type iwSchedule struct {
+	events     bool // an event came since the last check
+	lastEvents bool // the last check followed an event
+	gap        time.Duration
+	step       int
+	lastCheck  time.Time
+	restarted  int64 // 1 + the inputs written when a check last ended the back-off (0: none)
+	quick      int   // checks left that follow events at once (no gap)
+}
+
+// inputWaitQuick is how many checks after the back-off ended run at the
+// events that come (the input written, its echo, the answer and prompt
+// read) with no gap, before the gap grows again from 1 ms.
+const inputWaitQuick = 4
+
+// event is an event: it returns when the next check is due at the
+// earliest.
+func (s *iwSchedule) event() time.Time {
+	s.events = true
+	return s.lastCheck.Add(s.gap)
+}
+
+// looked is a check at now that found the job waiting (w) with seq inputs
+// written: it returns the delay to the next check (false: none until an
+// event).
+func (s *iwSchedule) looked(now time.Time, w bool, seq int64) (time.Duration, bool) {
+	s.lastCheck = now
+	switch {
+	case w && s.restarted != seq+1:
+		s.restarted = seq + 1
+		s.gap, s.step, s.events = 0, 0, false
+		s.quick = inputWaitQuick
+	case s.events && s.quick > 0:
+		s.quick--
+		s.gap, s.step = 0, 0
+	case s.events:
+		if s.lastEvents {
+			s.gap = min(max(2*s.gap, time.Millisecond), inputWaitMaxGap)
+		} else {
+			s.gap = time.Millisecond
+		}
+		s.step = 0
+	default:
+		s.gap = 0
+		s.step++
+	}
+	s.lastEvents, s.events = s.events, false
+	if s.step >= len(inputWaitSeries) {
+		return 0, false
+	}
+	return max(inputWaitSeries[s.step], s.gap), true
 }

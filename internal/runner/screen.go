@@ -15,6 +15,12 @@ package runner
 // a flood of escape sequences other than colours can, and is then slowed
 // to the emulator's pace.
 //
+// The screen starts cold (internal/screen): the emulator itself is made
+// only once the program writes something beyond plain lines, the terminal
+// is resized, or more than a few KiB were written, so a job that prints a
+// few lines and ends never pays for one; its screen and screen.json come
+// from the cold rows.
+//
 // When the job's output is drained, the emulator finishes the queue and
 // the last screen is written to screen.json in the job's directory; the
 // runner answers from memory until it leaves, the server from the file

@@ -24,6 +24,28 @@ func snap(t *testing.T, f *screenFeed) screen.Snapshot {
 	return s
 }
 
+// TestScreenFeedCold: a job that prints a line and ends never makes the
+// emulator, and its last screen (what saveScreen writes) is that line.
+func TestScreenFeedCold(t *testing.T) {
+	f := newScreenFeed(200, 50)
+	f.put([]byte("hi\r\n"))
+	f.close()
+	b, why := f.snapshot(screen.ScrollbackLines)
+	if why != "" {
+		t.Fatalf("snapshot: %s", why)
+	}
+	var s screen.Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Lines[0] != "hi" || s.Cursor != (screen.Cursor{Row: 1, Col: 0, Visible: true}) || s.Scrollback == nil || len(*s.Scrollback) != 0 {
+		t.Fatalf("last screen %s", b)
+	}
+	if f.term.Emulating() {
+		t.Fatal("the emulator was made for a screen of one plain line")
+	}
+}
+
 // TestScreenFeedResizeInOrder: a resize applies between the bytes read
 // before it and those after.
 func TestScreenFeedResizeInOrder(t *testing.T) {

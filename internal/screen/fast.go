@@ -214,13 +214,17 @@ func (t *Term) fastForward(p []byte) int {
 	if !t.plain() {
 		return 0
 	}
-	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || pos.X != 0 {
+	pos := t.emu.CursorPosition()
+	if pos.Y != t.rows-1 {
 		return 0
+	}
+	if pos.X != 0 || t.st.atPhantom() {
+		return t.wrapForward(p, pos.X)
 	}
 	t.runs = plainLines(p, t.cols, t.runs)
 	ends := t.runs
 	if len(ends) < 2 {
-		return 0
+		return t.wrapForward(p, 0)
 	}
 	// The first line as usual: it is written over whatever the bottom
 	// row holds, then scrolls up. The bottom row is blank after it.
@@ -242,7 +246,6 @@ func (t *Term) fastForward(p []byte) int {
 // extend adds the plain lines of p (ends: where each ends in the input
 // p came from, base: where p starts there) to the pending screen.
 func (t *Term) extend(p []byte, ends []int, base int) {
-	keep := t.rows - 1
 	rows := t.spans[:0]
 	start := 0
 	for _, e := range ends {
@@ -250,6 +253,14 @@ func (t *Term) extend(p []byte, ends []int, base int) {
 		start = e - base
 	}
 	t.spans = rows
+	t.scrollRows(p, rows)
+}
+
+// scrollRows adds rows (spans of p, each one screen row) at the bottom of
+// the pending screen: as many of the oldest rows as they push out go to
+// the scrollback.
+func (t *Term) scrollRows(p []byte, rows []span) {
+	keep := t.rows - 1
 	drop := max(0, len(t.pend.rows)+len(rows)-keep)
 	// The oldest rows scroll off: first those pending, then new ones.
 	if d := min(drop, len(t.pend.rows)); d > 0 {
@@ -284,6 +295,94 @@ func (t *Term) extend(p []byte, ends []int, base int) {
 		_, _ = t.emu.Write(t.pend.pen)
 		t.pend.pen = t.pend.pen[:0]
 	}
+}
+
+// Long lines. A run of plain text with no line end (base64 -w 0, a
+// minified file, a progress line that never ends) wraps at the margin: a
+// row filled, the next character goes to the start of the next row, which
+// at the bottom of the screen scrolls the screen up one row. On the
+// screen that is the same as a line of cols characters ended by CR LF,
+// once the next character is drawn (the emulator does not reflow rows on
+// a resize, so nothing remembers which rows were wrapped). So the rows of
+// such a run that are full and followed by more text join the pending
+// screen like lines; what is left of the run (at most a row) is held or
+// fed as usual.
+
+// wrapRun scans the run of plain text at the start of p (printable ASCII
+// and SGR colour sequences: no erase, no line end) written from a row with
+// room for first characters, the rows after it cols wide. fill is where
+// the character that starts the second row is (the first row is full and
+// more follows), cut where the first character of the run's last row is
+// (every row before it is full and followed by more); -1 when the run does
+// not get that far.
+func wrapRun(p []byte, first, cols int) (fill, cut int) {
+	fill, cut = -1, -1
+	n, next := 0, first // characters so far; the count at the current row's end
+	for i := 0; i < len(p); {
+		b := p[i]
+		if b == 0x1b {
+			k := sgrEnd(p, i)
+			if k < 0 || p[k-1] != 'm' {
+				break
+			}
+			i = k
+			continue
+		}
+		if !printable[b] {
+			break
+		}
+		if n == next {
+			// p[i] starts a row: the one before it is full.
+			if fill < 0 {
+				fill = i
+			}
+			cut = i
+			next += cols
+		}
+		if next-n > 8 && i+8 <= len(p) && printable8(binary.LittleEndian.Uint64(p[i:])) {
+			i += 8
+			n += 8
+			continue
+		}
+		i++
+		n++
+	}
+	return fill, cut
+}
+
+// wrapForward starts the pending screen in the middle of a long line: the
+// cursor is on the bottom row at column x (or past the last one, a wrap
+// pending). The emulator fills that row; the rows of the run that follow,
+// full and followed by more, scroll it off without the emulator. It
+// returns how many bytes of p it took (0: none).
+func (t *Term) wrapForward(p []byte, x int) int {
+	first := t.cols - x
+	if t.st.atPhantom() {
+		first = 0
+	}
+	fill, cut := wrapRun(p, first, t.cols)
+	if fill < 0 || cut <= fill {
+		return 0 // not a row beyond the one being filled: not worth it
+	}
+	t.feed(p[:fill])
+	if pos := t.emu.CursorPosition(); pos.Y != t.rows-1 || !t.st.atPhantom() || !t.plain() {
+		return fill
+	}
+	// The next character wraps: the top row scrolls off, the others move
+	// up a row, and the bottom row is blank with the cursor at its start.
+	t.sb.push([]byte(t.row(0)))
+	t.pend = &pending{rows: make([][]byte, 0, t.rows)}
+	for y := 1; y < t.rows; y++ {
+		t.pend.rows = append(t.pend.rows, []byte(t.row(y)))
+	}
+	t.wrapRows(p, fill, cut)
+	return cut
+}
+
+// wrapRows adds the full rows of the run p[a:b] to the pending screen.
+func (t *Term) wrapRows(p []byte, a, b int) {
+	t.spans = splitRows(p, a, b, t.cols, t.spans[:0])
+	t.scrollRows(p, t.spans)
 }
 
 // materialize gives the emulator the pending screen.

@@ -7,10 +7,18 @@
 // A Term is pure logic and not safe for concurrent use: its owner (the
 // runner) serializes Write, Resize and Snapshot.
 //
-// Memory is bounded (see Footprint): the emulated screen is at most
-// MaxCells cells (two buffers of them: main and alternate), the
-// scrollback at most ScrollbackLines rows and ScrollbackBytes bytes of
-// text, and the emulator's own string buffer (OSC, DCS) 4 MiB.
+// A Term starts cold (cold.go): it keeps the bytes written (at most
+// coldMax) and the rows they draw, and makes the emulator only on the
+// first byte outside a simple subset (printable ASCII, CR, LF, HT, BS,
+// SGR and erase-to-end sequences, nothing that scrolls), on a Resize, or
+// past coldMax bytes. Most pty jobs never make one.
+//
+// Memory is bounded (see Footprint): while cold, coldMax bytes and the
+// rows drawn (cols × rows bytes at most); once the emulator is made, the
+// emulated screen is at most MaxCells cells (two buffers of them: main and
+// alternate), the scrollback at most ScrollbackLines rows and
+// ScrollbackBytes bytes of text, and the emulator's own string buffer
+// (OSC, DCS) 4 MiB.
 package screen
 
 import (
@@ -69,7 +77,8 @@ type Snapshot struct {
 
 // Term is one terminal's emulated screen.
 type Term struct {
-	emu        *vt.Emulator
+	emu        *vt.Emulator // nil while cold
+	cold       *cold        // the screen until the emulator is made (cold.go)
 	cols, rows int
 	title      string
 	appCursor  bool
@@ -86,10 +95,19 @@ type Term struct {
 	join []byte // frag and the next write
 }
 
-// New makes the screen of a cols × rows terminal (Fits must hold).
+// New makes the screen of a cols × rows terminal (Fits must hold). It
+// starts cold (cold.go): the emulator is made when first needed.
 func New(cols, rows int) *Term {
-	t := &Term{cols: cols, rows: rows}
-	t.emu = vt.NewEmulator(cols, rows)
+	return &Term{cols: cols, rows: rows, cold: &cold{}}
+}
+
+// warm makes the emulator, if not made yet, and feeds it what was written
+// while cold.
+func (t *Term) warm() {
+	if t.emu != nil {
+		return
+	}
+	t.emu = vt.NewEmulator(t.cols, t.rows)
 	// Rows that scroll off the main screen are moved out after every
 	// write into the text ring (t.sb); the emulator's own scrollback of
 	// cells only ever holds those of one write.
@@ -114,7 +132,9 @@ func New(cols, rows int) *Term {
 	// and an answer that came late (the screen is fed off the output
 	// path) would arrive as typed input.
 	go func() { _, _ = io.Copy(io.Discard, t.emu) }()
-	return t
+	raw := t.cold.raw
+	t.cold = nil
+	t.write(raw)
 }
 
 // dropAltScrollback takes the scrollback off the alternate screen. The
@@ -139,10 +159,16 @@ func dropAltScrollback(e *vt.Emulator) {
 // their pipe is closed (Emulator.Close would race with that goroutine's
 // Read over the emulator's closed flag).
 func (t *Term) Close() {
+	if t.emu == nil {
+		return
+	}
 	if pw, ok := t.emu.InputPipe().(*io.PipeWriter); ok {
 		_ = pw.Close()
 	}
 }
+
+// Emulating reports whether the emulator was made (false: still cold).
+func (t *Term) Emulating() bool { return t.emu != nil }
 
 // Size is the terminal's size.
 func (t *Term) Size() (cols, rows int) { return t.cols, t.rows }
@@ -163,6 +189,7 @@ func (t *Term) settle() {
 
 // Resize changes the terminal's size (Fits must hold).
 func (t *Term) Resize(cols, rows int) {
+	t.warm()
 	t.settle()
 	t.cols, t.rows = cols, rows
 	t.emu.Resize(cols, rows)
@@ -172,6 +199,13 @@ func (t *Term) Resize(cols, rows int) {
 // Write feeds bytes the program wrote to its terminal.
 func (t *Term) Write(p []byte) (int, error) {
 	n := len(p)
+	if c := t.cold; c != nil {
+		if len(c.raw)+len(p) <= coldMax && c.take(p, t.cols, t.rows) {
+			c.raw = append(c.raw, p...)
+			return n, nil
+		}
+		t.warm()
+	}
 	if len(t.frag) > 0 {
 		// The held start of a line, with the rest of that line.
 		i := indexLF(p)
@@ -195,6 +229,12 @@ func (t *Term) write(p []byte) {
 				end := t.runs[len(t.runs)-1]
 				t.extend(p[:end], t.runs, 0)
 				p = p[end:]
+				continue
+			}
+			if _, cut := wrapRun(p, t.cols, t.cols); cut > 0 {
+				// A long line: its full rows scroll on (fast.go).
+				t.wrapRows(p, 0, cut)
+				p = p[cut:]
 				continue
 			}
 			if len(t.frag)+len(p) <= maxFrag && plainPrefix(p) {
@@ -262,6 +302,9 @@ func (t *Term) row(y int) string {
 // Snapshot is the screen now, with up to scrollback rows of scrollback
 // when scrollback > 0 (an empty list when 0 < scrollback and there is none).
 func (t *Term) Snapshot(scrollback int) Snapshot {
+	if t.cold != nil {
+		return t.cold.snapshot(t.cols, t.rows, scrollback)
+	}
 	t.settle()
 	pos := t.emu.CursorPosition()
 	s := Snapshot{
@@ -282,9 +325,13 @@ func (t *Term) Snapshot(scrollback int) Snapshot {
 }
 
 // Footprint is what the screen holds in memory, in bytes, by its own
-// accounting: both screen buffers, the scrollback text, and the
-// emulator's string buffer.
+// accounting: while cold, the bytes written and the rows they drew (at
+// most coldMax and cols × rows bytes); once the emulator is made, both its
+// screen buffers, the scrollback text, and its string buffer.
 func (t *Term) Footprint() int64 {
+	if t.cold != nil {
+		return t.cold.footprint()
+	}
 	n := 2*int64(t.cols)*int64(t.rows)*CellBytes + t.sb.footprint() + parserBytes + int64(cap(t.frag)+cap(t.join))
 	if t.pend != nil {
 		for _, r := range t.pend.rows {

@@ -145,7 +145,7 @@ func altScrollback(tm *Term) reflect.Value {
 }
 
 func TestAltScreenKeepsNoScrollback(t *testing.T) {
-	tm := New(40, 10)
+	tm := newWarm(40, 10)
 	defer tm.Close()
 	if !altScrollback(tm).IsNil() {
 		t.Fatal("the alternate screen still has a scrollback")

@@ -103,7 +103,7 @@ func TestScrollSame(t *testing.T) {
 
 // TestEmulatorState: the emulator's fields the fast paths read are found.
 func TestEmulatorState(t *testing.T) {
-	tm := New(10, 4)
+	tm := newWarm(10, 4)
 	defer tm.Close()
 	if !tm.stOK {
 		t.Fatal("the emulator's state fields were not found: the fast paths are off")
@@ -122,5 +122,17 @@ func TestEmulatorState(t *testing.T) {
 	feed(tm, "\x1b(0")
 	if tm.st.plainText() {
 		t.Fatal("with the line drawing set in G0: plain text")
+	}
+	feed(tm, "\x1b(B\x1b[r\x1b[4;1H123456789")
+	if tm.st.atPhantom() {
+		t.Fatal("nine characters on a row of ten: a wrap pending")
+	}
+	feed(tm, "0")
+	if !tm.st.atPhantom() || tm.emu.CursorPosition().X != 9 {
+		t.Fatal("ten characters on a row of ten: no wrap pending")
+	}
+	feed(tm, "\r")
+	if tm.st.atPhantom() {
+		t.Fatal("a wrap pending after CR")
 	}
 }

@@ -24,6 +24,7 @@ type emuState struct {
 	charsets *[4]vt.CharSet   // G0…G3 (nil: ASCII)
 	scroll   [2]*uv.Rectangle // each screen's scroll region
 	bufs     [2]*uv.RenderBuffer
+	phantom  *bool // the cursor is past the last column: the next character wraps first
 }
 
 func field(v reflect.Value, name string, want reflect.Type) unsafe.Pointer {
@@ -49,6 +50,7 @@ func stateOf(e *vt.Emulator) (s emuState, ok bool) {
 	s.modes = (*ansi.Modes)(field(v, "modes", reflect.TypeOf(ansi.Modes{})))
 	s.gl = (*int)(field(v, "gl", reflect.TypeOf(0)))
 	s.charsets = (*[4]vt.CharSet)(field(v, "charsets", reflect.TypeOf([4]vt.CharSet{})))
+	s.phantom = (*bool)(field(v, "atPhantom", reflect.TypeOf(false)))
 	scrs := v.FieldByName("scrs")
 	if !scrs.IsValid() || scrs.Kind() != reflect.Array || scrs.Len() != 2 {
 		return s, false
@@ -61,7 +63,7 @@ func stateOf(e *vt.Emulator) (s emuState, ok bool) {
 		}
 		s.bufs[i] = *(**uv.RenderBuffer)(b)
 	}
-	ok = s.parser != nil && s.modes != nil && s.gl != nil && s.charsets != nil
+	ok = s.parser != nil && s.modes != nil && s.gl != nil && s.charsets != nil && s.phantom != nil
 	return s, ok
 }
 
@@ -78,6 +80,10 @@ func (s *emuState) ground() bool { return *s.parser == parser.GroundState }
 func (s *emuState) fullRegion(i, cols, rows int) bool {
 	return *s.scroll[i] == uv.Rect(0, 0, cols, rows) && !s.mode(ansi.ModeLeftRightMargin) && !s.mode(ansi.ModeOrigin)
 }
+
+// atPhantom: the cursor is in the last column with a wrap pending (the
+// row is full; the next character goes to the start of the next row).
+func (s *emuState) atPhantom() bool { return *s.phantom }
 
 // plainText: printable ASCII prints as itself, wrapping at the margin.
 func (s *emuState) plainText() bool {
