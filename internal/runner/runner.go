@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -350,8 +349,8 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 	if g.m.T != proto.TAssign {
 		return nil, fmt.Errorf("expected %s, got %s", proto.TAssign, g.m.T)
 	}
-	spec := new(Spec)
-	if err := json.Unmarshal(g.m.Spec, spec); err != nil {
+	spec, err := decodeSpec(g.m.Spec)
+	if err != nil {
 		return nil, fmt.Errorf("decode assigned spec: %w", err)
 	}
 	r.jobDir = statedir.FromFD(r.jobFDs[0], spec.Dir)
@@ -428,12 +427,4 @@ func (r *Runner) setMainPID(pid int) {
 	}
 	r.early = nil
 	r.rmu.Unlock()
-}
-
-func marshalApplied(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }
