@@ -1,7 +1,7 @@
 // Command shellctl-runner supervises one job: shellctl serve starts it
 // detached (a few ahead of need), hands it a job over its control channel,
-// and the runner has the job's stage (this binary again, with
-// isolation.StageArg) confine itself and become the job, copies its
+// and the runner has the job's stage (shellctl-stage beside it, or this
+// binary again with isolation.StageArg) confine itself and become the job, copies its
 // output, ends its process tree on request or at a limit and publishes how
 // it ended.
 package main

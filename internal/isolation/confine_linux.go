@@ -1,6 +1,7 @@
 package isolation
 
 import (
+	"encoding/json"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -10,13 +11,23 @@ import (
 type Started struct {
 	// PID is the job's process; 0 when it did not start.
 	PID int
-	// Applied is what confines it (or, with Err, why nothing does).
-	Applied Applied
+	// Applied is what confines it (or, with Err, why nothing does): the
+	// JSON of an Applied, as the stage wrote it. The runner passes it on
+	// to the job's record as it is; decoding it (DecodeApplied) would cost
+	// every runner the reflection over its types once more.
+	Applied string
 	// Code is, when the job did not start, the exit code that says why, as
 	// a shell would: ExitSetupFailed, ExitCannotExec or ExitNotFound.
 	Code int
 	// Err says why the job did not start.
 	Err error
+}
+
+// DecodeApplied is st.Applied decoded.
+func (st *Started) DecodeApplied() (Applied, error) {
+	var a Applied
+	err := json.Unmarshal([]byte(st.Applied), &a)
+	return a, err
 }
 
 // ResetIgnoredSignals puts every signal this process inherited as ignored

@@ -2,8 +2,8 @@
 //
 // The runner (shellctl-runner) stays unrestricted: it must write the job's
 // output. Nothing but the job is ever inside the job's Landlock domain: the
-// runner starts a stage ahead of need ([StartStage]: its own binary again
-// with [StageArg]) and hands it the job ([Stage.Assign]); the stage
+// runner starts a stage ahead of need ([StartStage]: shellctl-stage, or its
+// own binary again, with [StageArg]) and hands it the job ([Stage.Assign]); the stage
 // ([StageMain]) sets up the job's terminal or pipes and working directory,
 // makes the domain and no_new_privs on the thread that then calls execve,
 // and becomes the job (stage_linux.go says why it must be so).

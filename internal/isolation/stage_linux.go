@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,11 +36,12 @@ import (
 //
 //	runner → stage: an 8-byte little-endian length carrying the job's
 //	                descriptors (SCM_RIGHTS: stdin, stdout, stderr, cwd,
-//	                home), then that many bytes of JSON (stageRequest).
-//	stage → runner: JSON lines (stageReply): what was applied, sent just
-//	                before execve, and a failure when something did not
-//	                work. The stage's end is close-on-exec, so end of file
-//	                with no failure means the job's program runs.
+//	                home), then that many bytes of the request
+//	                (stageRequest, in the format of stagewire_linux.go).
+//	stage → runner: JSON lines: what was applied, sent just before
+//	                execve, and a failure when something did not work.
+//	                The stage's end is close-on-exec, so end of file with
+//	                no failure means the job's program runs.
 
 // textBusyTries and textBusyPause bound how long a stage retries an exec
 // that failed with ETXTBSY (see becomeJob): 100 ms in all.
@@ -48,17 +50,28 @@ const (
 	textBusyPause = 2 * time.Millisecond
 )
 
-// StageArg, as the first argument of the runner's binary, makes it a stage
-// (see cmd/shellctl-runner); the socket to its runner is fd StageFD.
+// StageArg, the first argument of a stage (cmd/shellctl-stage, or the
+// runner's binary: cmd/shellctl-runner), makes it one; the socket to its
+// runner is fd StageFD.
 const StageArg = "__stage"
 
 // StageFD is the descriptor of a stage's socket to its runner.
 const StageFD = 3
 
+// stageComm is a stage's process name (comm, NUL-terminated).
+var stageComm = []byte("shellctl-stage\x00")
+
 // maxStageRequest bounds a request a stage reads. The request holds the
 // job's environment, which a run request bounds; this only guards the
 // stage against a broken peer.
 const maxStageRequest = 1 << 30
+
+// stageEnv is the stage's own environment: the Go runtime's settings for
+// a process that lives for a few system calls and then execs. One P (no
+// threads started for idle Ps, fewer threads for execve to end), and no
+// collector (it allocates a few KiB). The job's environment is not this:
+// execve gets JobConfig.Env.
+var stageEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
 // Stage is a started stage waiting for its job.
 type Stage struct {
@@ -67,13 +80,22 @@ type Stage struct {
 	sock *os.File
 }
 
-// StartStage starts a stage: exe (the runner's binary) with StageArg,
+// StartStage starts a stage: exe (shellctl-stage, or the runner's binary) with StageArg,
 // with attr's process attributes (its process group, its cgroup). The
 // caller reaps it: it is the job's process from here on.
 func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("make the stage's socketpair: %w", err)
+	}
+	// Our end is non-blocking, so waiting on it parks a goroutine in the
+	// runtime's poller rather than a thread in the kernel (a thread so
+	// blocked makes the runtime start another for everything else).
+	// The stage's end stays blocking: it reads it with plain system calls.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("make the stage's socketpair non-blocking: %w", err)
 	}
 	ours := os.NewFile(uintptr(fds[0]), "stage")
 	theirs := os.NewFile(uintptr(fds[1]), "stage-peer")
@@ -86,7 +108,7 @@ func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 	defer devNull.Close()
 	cmd := &exec.Cmd{
 		Path: exe, Args: []string{"shellctl-stage", StageArg},
-		Env:   []string{},
+		Env:   stageEnv,
 		Stdin: devNull, Stdout: devNull, Stderr: devNull,
 		ExtraFiles:  []*os.File{theirs},
 		SysProcAttr: attr,
@@ -117,25 +139,18 @@ type Files struct {
 	Home  *os.File
 }
 
-// stageRequest is what a runner sends its stage.
+// stageRequest is what a runner sends its stage (stagewire_linux.go).
 type stageRequest struct {
-	Config JobConfig `json:"config"`
+	Config JobConfig
 	// TTY: fd 0 is the job's terminal, whose foreground its group takes.
-	TTY bool `json:"tty"`
+	TTY bool
 	// HasHome: a home handle follows the cwd handle.
-	HasHome bool `json:"has_home"`
+	HasHome bool
 	// Fail: the job cannot start, for this reason, found before it was
 	// handed over; the stage says so in its output and exits FailCode.
 	// Only the stdio descriptors come with it.
-	Fail     string `json:"fail,omitempty"`
-	FailCode int    `json:"fail_code,omitempty"`
-}
-
-// stageReply is one message from a stage.
-type stageReply struct {
-	Applied *Applied `json:"applied,omitempty"`
-	Code    int      `json:"code,omitempty"`
-	Err     string   `json:"err,omitempty"`
+	Fail     string
+	FailCode int
 }
 
 // Assign hands the job to the stage and waits until the stage has become
@@ -148,9 +163,16 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	defer s.Close()
 	fail := func(code int, err error) Started {
 		st.Code, st.Err = code, err
-		if st.Applied.Error == "" && !st.Applied.Enabled {
-			st.Applied.Error = err.Error()
+		// Only here, on a failure, is what the stage said decoded.
+		var a Applied
+		if st.Applied != "" {
+			_ = json.Unmarshal([]byte(st.Applied), &a)
 		}
+		if a.Error == "" && !a.Enabled {
+			a.Error = err.Error()
+		}
+		b, _ := json.Marshal(&a)
+		st.Applied = string(b)
 		return st
 	}
 	req := stageRequest{Config: *cfg, TTY: tty}
@@ -183,14 +205,23 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 			req.HasHome = true
 		}
 	}
-	body, err := json.Marshal(&req)
-	if err != nil {
-		return fail(ExitSetupFailed, fmt.Errorf("encode the job for its stage: %w", err))
-	}
+	body := encodeStageRequest(&req)
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
-	if err := unix.Sendmsg(int(s.sock.Fd()), hdr[:], unix.UnixRights(fds...), nil, 0); err != nil {
+	// Through SyscallConn: Fd would put our end back in blocking mode.
+	rc, err := s.sock.SyscallConn()
+	if err != nil {
 		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), hdr[:], unix.UnixRights(fds...), nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		serr = err
+	}
+	if serr != nil {
+		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, serr))
 	}
 	runtime.KeepAlive(f)
 	runtime.KeepAlive(cwd)
@@ -200,16 +231,16 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	}
 	// Replies until end of file: the stage's end closes at execve.
 	sc := bufio.NewScanner(s.sock)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 4<<10), 16<<20)
 	got := false
 	for sc.Scan() {
-		var rep stageReply
+		var rep stageAnswer
 		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
 			return fail(ExitSetupFailed, fmt.Errorf("read the stage's answer: %w", err))
 		}
 		got = true
-		if rep.Applied != nil {
-			st.Applied = *rep.Applied
+		if len(rep.Applied) > 0 && string(rep.Applied) != "null" {
+			st.Applied = string(rep.Applied)
 		}
 		if rep.Err != "" {
 			st.Code, st.Err = rep.Code, errors.New(rep.Err)
@@ -219,8 +250,23 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 		// Gone before it said anything: killed, or it could not read us.
 		return fail(ExitSetupFailed, fmt.Errorf("the job's stage (pid %d) ended before it started the job", s.PID))
 	}
+	if st.Applied == "" {
+		// A stage that failed before it applied anything.
+		st.Applied = noneApplied
+	}
 	return st
 }
+
+// stageAnswer is a reply line as the runner reads it: what was applied
+// stays JSON, to be passed on as it is.
+type stageAnswer struct {
+	Applied json.RawMessage `json:"applied"`
+	Code    int             `json:"code"`
+	Err     string          `json:"err"`
+}
+
+// noneApplied is the JSON of the zero Applied: nothing was applied.
+const noneApplied = `{"enabled":false,"scope_signal":false,"scope_abstract_unix":false,"ioctl_dev":false}`
 
 // OpenDir opens path as a directory handle (O_PATH), following symlinks
 // once: what it names now is what the job gets.
@@ -253,6 +299,9 @@ func StageMain() int {
 	// execve makes the job dumpable again for itself.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	runtime.LockOSThread() // everything below happens on this thread
+	// Started through a descriptor (its name is the descriptor's number):
+	// ps shows what it is until it becomes the job.
+	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&stageComm[0])), 0, 0, 0)
 	sock := StageFD
 	if _, err := unix.FcntlInt(uintptr(sock), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		return ExitSetupFailed
@@ -263,13 +312,10 @@ func StageMain() int {
 		// nonsense: there is no job to tell.
 		return 0
 	}
-	reply := func(r stageReply) {
-		b, _ := json.Marshal(&r)
-		_, _ = unix.Write(sock, append(b, '\n'))
-	}
+	reply := func(a *Applied) { _, _ = unix.Write(sock, appendAppliedReply(nil, a)) }
 	code, err := becomeJob(req, fds, reply)
 	// Here only when the job did not start: say why where its output goes.
-	reply(stageReply{Code: code, Err: err.Error()})
+	_, _ = unix.Write(sock, appendFailReply(nil, code, err.Error()))
 	msg := []byte("shellctl: " + err.Error() + "\n")
 	_, _ = unix.Write(1, msg)
 	if !req.TTY {
@@ -319,8 +365,8 @@ func readStageRequest(sock int) (*stageRequest, []int, error) {
 		}
 		got += n
 	}
-	req := new(stageRequest)
-	if err := json.Unmarshal(body, req); err != nil {
+	req, err := decodeStageRequest(body)
+	if err != nil {
 		return nil, nil, err
 	}
 	want := 4
@@ -337,7 +383,7 @@ func readStageRequest(sock int) (*stageRequest, []int, error) {
 }
 
 // becomeJob sets the job up and execs it; it returns only on failure.
-func becomeJob(req *stageRequest, fds []int, reply func(stageReply)) (int, error) {
+func becomeJob(req *stageRequest, fds []int, reply func(*Applied)) (int, error) {
 	cfg := &req.Config
 	for i := 0; i < 3; i++ {
 		if err := unix.Dup3(fds[i], i, 0); err != nil {
@@ -372,15 +418,15 @@ func becomeJob(req *stageRequest, fds []int, reply func(stageReply)) (int, error
 	a, err := confine(cfg, cwdFD, homeFD)
 	if err != nil {
 		a.Enabled, a.Error = false, err.Error()
-		reply(stageReply{Applied: &a})
+		reply(&a)
 		return ExitSetupFailed, err
 	}
 	prog, err := lookProgram(cfg.Argv[0], cfg.Env)
 	if err != nil {
-		reply(stageReply{Applied: &a})
+		reply(&a)
 		return ExitNotFound, err
 	}
-	reply(stageReply{Applied: &a})
+	reply(&a)
 	// The job starts with no signal blocked.
 	var none unix.Sigset_t
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)

@@ -131,7 +131,11 @@ func runStage(t *testing.T, cfg JobConfig) stageResult {
 	<-done
 	outR.Close()
 	errR.Close()
-	r := stageResult{applied: st.Applied}
+	r := stageResult{}
+	r.applied, r.appliedErr = st.DecodeApplied()
+	if r.appliedErr != nil {
+		t.Fatalf("what the stage applied (%q): %v", st.Applied, r.appliedErr)
+	}
 	if st.PID == 0 {
 		r.code = st.Code
 		fmt.Fprintf(&stderr, "shellctl: %v\n", st.Err)
@@ -718,4 +722,78 @@ func BenchmarkStart(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The stage runs with its own runtime settings (stageEnv), and none of
+// them reaches the job, whose environment is JobConfig.Env alone.
+func TestStageSettingsStayOutOfTheJob(t *testing.T) {
+	requireLandlock(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage, err := StartStage(exe, &syscall.SysProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until the stage's execve its /proc shows the test's own arguments
+	// and environment: wait for the stage's.
+	var env []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", stage.PID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(cmd), StageArg) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", stage.PID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stage did not exec within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !slices.Equal(env, stageEnv) {
+		t.Fatalf("stage environment = %q, want %q", env, stageEnv)
+	}
+	l := newJobLayout(t)
+	cfg := l.config(nil)
+	cfg.Argv = []string{"/usr/bin/env"}
+	outR, outW, _ := os.Pipe()
+	devNull, _ := os.Open(os.DevNull)
+	defer devNull.Close()
+	st := stage.Assign(&cfg, Files{Stdio: [3]*os.File{devNull, outW, outW}}, false)
+	outW.Close()
+	out, _ := io.ReadAll(outR)
+	var ws syscall.WaitStatus
+	syscall.Wait4(st.PID, &ws, 0, nil)
+	if st.Err != nil {
+		t.Fatalf("start: %v", st.Err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if !slices.Equal(got, cfg.Env) {
+		t.Errorf("job env:\n got %q\nwant %q", got, cfg.Env)
+	}
+	for _, kv := range stageEnv {
+		if slices.Contains(got, kv) {
+			t.Errorf("the stage's %q reached the job", kv)
+		}
+	}
+}
+
+// What a stage that applied nothing reports is the zero Applied, as the
+// record always showed it.
+func TestNoneAppliedIsTheZeroApplied(t *testing.T) {
+	b, err := json.Marshal(Applied{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != noneApplied {
+		t.Fatalf("noneApplied = %s, want %s", noneApplied, b)
+	}
 }

@@ -3,6 +3,7 @@
 package isolation
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"syscall"
@@ -28,7 +29,9 @@ func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 
 // Assign is never reached (StartStage fails).
 func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) Started {
-	return Started{Code: ExitSetupFailed, Err: errors.New("confining a job needs Linux")}
+	err := errors.New("confining a job needs Linux")
+	b, _ := json.Marshal(Applied{Error: err.Error()})
+	return Started{Code: ExitSetupFailed, Err: err, Applied: string(b)}
 }
 
 // Close does nothing.
@@ -52,7 +55,7 @@ func ResetIgnoredSignals() {}
 // Started is how a confined start went (see the Linux file).
 type Started struct {
 	PID     int
-	Applied Applied
+	Applied string // JSON of an Applied
 	Code    int
 	Err     error
 }

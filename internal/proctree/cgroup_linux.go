@@ -289,6 +289,10 @@ func (c *cgroupTracker) Kill() error {
 // event when "populated" changes, and populated drops to 0 as the last
 // process exits (before it is reaped), which is when zombies count as gone.
 func (c *cgroupTracker) WaitEmpty(ctx context.Context) error {
+	// Already empty, as at the end of most jobs: no watch to set up.
+	if ok, err := c.empty(); err != nil || ok {
+		return err
+	}
 	stop := c.watchEvents()
 	defer stop()
 	return c.waitEmpty(ctx, c.empty)

@@ -13,7 +13,7 @@ type errCounter struct {
 func (c *errCounter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	if n > 0 {
-		c.r.errSize.Add(int64(n))
+		outputBusy(c.r.errSize.Add(int64(n)))
 		select {
 		case c.r.sizeCh <- struct{}{}:
 		default:

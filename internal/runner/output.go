@@ -111,7 +111,7 @@ func (r *Runner) outputFailed() error {
 }
 
 func (r *Runner) grew(n int64) {
-	r.size.Add(n)
+	outputBusy(r.size.Add(n))
 	r.lastWrite.Store(time.Now().UnixNano())
 	select {
 	case r.sizeCh <- struct{}{}:

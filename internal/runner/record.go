@@ -6,9 +6,12 @@ package runner
 
 import (
 	"fmt"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/runner/proto"
 )
 
 // AppliedLimits are the limits in force for a job, as its runner applied
@@ -67,7 +70,41 @@ func (r *Runner) appliedLimits() string {
 			a.Why = "the job's cgroup has no controller for it (" + r.limitInfo.Kind + ")"
 		}
 	}
-	return marshalApplied(a)
+	return string(a.appendJSON(nil))
+}
+
+// appendJSON writes a as encoding/json does (no reflection in a runner).
+func (a *AppliedLimits) appendJSON(b []byte) []byte {
+	ptr := func(key string, p *int64) {
+		b = append(b, key...)
+		if p == nil {
+			b = append(b, "null"...)
+		} else {
+			b = strconv.AppendInt(b, *p, 10)
+		}
+	}
+	ptr(`{"runtime_ms":`, a.RuntimeMS)
+	ptr(`,"output_bytes":`, a.OutputBytes)
+	ptr(`,"memory_bytes":`, a.MemoryBytes)
+	ptr(`,"pids":`, a.Pids)
+	if a.Why != "" {
+		b = append(b, `,"why":`...)
+		b = proto.AppendJSONString(b, a.Why)
+	}
+	return append(b, '}')
+}
+
+// appendJSON writes u as encoding/json does.
+func (u *Usage) appendJSON(b []byte) []byte {
+	b = append(b, `{"cpu_user_ms":`...)
+	b = strconv.AppendInt(b, u.CPUUserMS, 10)
+	b = append(b, `,"cpu_system_ms":`...)
+	b = strconv.AppendInt(b, u.CPUSystemMS, 10)
+	b = append(b, `,"max_rss_kib":`...)
+	b = strconv.AppendInt(b, u.MaxRSSKiB, 10)
+	b = append(b, `,"source":`...)
+	b = proto.AppendJSONString(b, u.Source)
+	return append(b, '}')
 }
 
 // treeUsage is the job's tree's usage (UsageSourceRusage), as JSON.
@@ -77,7 +114,8 @@ func treeUsage() string {
 		return ""
 	}
 	ms := func(tv unix.Timeval) int64 { return tv.Sec*1000 + int64(tv.Usec)/1000 }
-	return marshalApplied(Usage{CPUUserMS: ms(ru.Utime), CPUSystemMS: ms(ru.Stime), MaxRSSKiB: ru.Maxrss, Source: UsageSourceRusage})
+	u := Usage{CPUUserMS: ms(ru.Utime), CPUSystemMS: ms(ru.Stime), MaxRSSKiB: ru.Maxrss, Source: UsageSourceRusage}
+	return string(u.appendJSON(nil))
 }
 
 // Signal targets.

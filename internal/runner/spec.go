@@ -6,9 +6,12 @@
 package runner
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"strconv"
 
 	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/runner/proto"
 )
 
 // Files of a job directory.
@@ -47,3 +50,92 @@ type Spec struct {
 
 // JobDir is the directory of job id under stateDir.
 func JobDir(stateDir, id string) string { return filepath.Join(stateDir, "jobs", id) }
+
+// decodeSpec decodes an assigned spec: by hand when it is in the form
+// encoding/json writes (proto.Reader), so a runner builds no reflection
+// caches for it, else by encoding/json.
+func decodeSpec(b []byte) (*Spec, error) {
+	s := new(Spec)
+	if decodeSpecFast(b, s) {
+		return s, nil
+	}
+	*s = Spec{}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func decodeSpecFast(b []byte, s *Spec) bool {
+	r := proto.NewReader(b)
+	str := func(p *string) bool {
+		v, ok := r.String()
+		*p = v
+		return ok
+	}
+	list := func(p *[]string) bool {
+		v, ok := r.Strings()
+		*p = v
+		return ok
+	}
+	in := func(p *int) bool {
+		n, ok := r.Int(strconv.IntSize)
+		*p = int(n)
+		return ok
+	}
+	ok := r.Object(func(key string) bool {
+		switch key {
+		case "id":
+			return str(&s.ID)
+		case "state_dir":
+			return str(&s.StateDir)
+		case "dir":
+			return str(&s.Dir)
+		case "mode":
+			return str(&s.Mode)
+		case "control_key":
+			return str(&s.ControlKey)
+		case "argv":
+			return list(&s.Argv)
+		case "env":
+			return list(&s.Env)
+		case "cwd":
+			return str(&s.Cwd)
+		case "home":
+			return str(&s.Home)
+		case "cols":
+			return in(&s.Cols)
+		case "rows":
+			return in(&s.Rows)
+		case "policy":
+			p := &s.Policy
+			return r.Object(func(key string) bool {
+				switch key {
+				case "enabled":
+					v, ok := r.Bool()
+					p.Enabled = v
+					return ok
+				case "rw":
+					return list(&p.RW)
+				case "ro":
+					return list(&p.RO)
+				case "rw_dev":
+					return list(&p.RWDev)
+				}
+				return false
+			})
+		case "force_isolation_fail":
+			return str(&s.ForceIsolationFail)
+		case "max_runtime_seconds":
+			f, ok := r.Float()
+			s.MaxRuntimeSeconds = f
+			return ok
+		case "max_output_bytes":
+			n, ok := r.Int(64)
+			s.MaxOutputBytes = n
+			return ok
+		}
+		return false
+	})
+	return ok && r.End()
+}

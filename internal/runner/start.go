@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -58,19 +59,21 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	}
 	cfg.TTY = slave.Name()
 	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
-	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
-	// Only the job may hold the terminal's slave side: once it and its
-	// descendants close it, reading the master ends with EIO, which is how
-	// the runner knows the output is complete.
-	slave.Close()
-	if err := r.openOutput(w); err != nil {
-		master.Close()
-		return err
-	}
 	// Under mu: a terminate or resize may arrive while the job starts.
 	r.mu.Lock()
 	r.master = master
 	r.mu.Unlock()
+	// The stage's end of its channel closed at execve: the job runs, and
+	// the server hears so before anything else the runner does for it.
+	r.afterStart(l)
+	if err := r.openOutput(w); err != nil {
+		slave.Close()
+		r.mu.Lock()
+		r.master = nil
+		r.mu.Unlock()
+		master.Close()
+		return err
+	}
 	r.pumpDone = make(chan struct{})
 	// The pump reads the master itself (the input-wait flush needs the
 	// descriptor); the raw bytes reach the screen through w.ObserveRead.
@@ -82,8 +85,12 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 		}
 		r.saveScreen()
 	}()
+	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
+	// Only the job may hold the terminal's slave side: once it and its
+	// descendants close it, reading the master ends with EIO, which is how
+	// the runner knows the output is complete.
+	slave.Close()
 	go r.writeInput()
-	r.afterStart(l)
 	return nil
 }
 
@@ -115,6 +122,8 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	// of file.
 	outW.Close()
 	errW.Close()
+	// The job runs (its stage exec'd): the server hears so first.
+	r.afterStart(l)
 	if err := r.openOutput(w); err != nil {
 		outR.Close()
 		errR.Close()
@@ -147,7 +156,6 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 		// descendant still holding stderr is never cut off.
 		<-errDone
 	}()
-	r.afterStart(l)
 	return nil
 }
 
@@ -168,7 +176,7 @@ func (r *Runner) openOutput(w *outWriter) error {
 // afterStart records what isolation was applied and reports "running".
 func (r *Runner) afterStart(l isolation.Started) {
 	r.mu.Lock()
-	r.isolation = marshalApplied(l.Applied)
+	r.isolation = l.Applied
 	// The stage made the job's own group (setpgid or setsid) before it
 	// exec'd; one that failed before that may have left it in ours.
 	if l.Err == nil {
@@ -467,7 +475,16 @@ func (r *Runner) startStage() error {
 	if r.cgroupFD >= 0 {
 		attr.UseCgroupFD, attr.CgroupFD = true, r.cgroupFD
 	}
-	st, err := isolation.StartStage("/proc/self/exe", attr)
+	exe := "/proc/self/exe" // the runner's binary, with isolation.StageArg
+	bin, err := openBeside(StageBinary)
+	if err != nil {
+		// Still a stage of its own, only a slower one to start.
+		r.log.Warn("the job's stage is the runner's own binary (a slower start)", "err", err)
+	} else {
+		defer bin.Close()
+		exe = fdPath(bin)
+	}
+	st, err := isolation.StartStage(exe, attr)
 	if err != nil {
 		return err
 	}
@@ -479,6 +496,47 @@ func (r *Runner) startStage() error {
 	r.stage = st
 	return nil
 }
+
+// StageBinary is the stage's own binary, beside the runner's: it carries
+// only what a stage needs, so its start costs no initialisation of the
+// runner's packages. Without it the runner's binary is the stage.
+const StageBinary = "shellctl-stage"
+
+// openBeside opens name in the directory of the runner's binary, as a
+// handle (O_PATH): what is started is the file opened here, whatever
+// the name points to by the time it is started (fdPath).
+func openBeside(name string) (*os.File, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the runner's own binary: %w", err)
+	}
+	return openExecutable(filepath.Dir(self), name, self)
+}
+
+// openExecutable opens dir/name as a handle to an executable file; self
+// names the binary it is looked up beside, for the error.
+func openExecutable(dir, name, self string) (*os.File, error) {
+	p := filepath.Join(dir, name)
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w (install it beside %s)", p, err, self)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is not an executable file (mode %o): install %s beside %s", p, st.Mode, name, self)
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// fdPath names an open file by its descriptor: a child started with it
+// as its program runs exactly that file (the descriptor, close-on-exec,
+// is still open in the child when execve resolves the name).
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
 // droppingWriter writes to w until a write fails, then drops everything:
 // a reader that must never stop draining (a job's stderr pipe) uses it.

@@ -117,11 +117,12 @@ type Stream interface {
 
 // Conn reads and writes messages; Send is safe for concurrent use.
 type Conn struct {
-	c   Stream
-	r   *bufio.Reader
-	wmu sync.Mutex
-	enc *json.Encoder
-	max int // the longest message Recv takes (SetMaxLine)
+	c    Stream
+	r    *bufio.Reader
+	wmu  sync.Mutex
+	enc  *json.Encoder
+	wbuf []byte // Send's buffer (fastjson.go), under wmu
+	max  int    // the longest message Recv takes (SetMaxLine)
 }
 
 // maxLine bounds one message. The longest are an assign, whose spec holds
@@ -153,6 +154,15 @@ func (c *Conn) SetMaxLine(n int) { c.max = min(n, maxLine) }
 func (c *Conn) Send(m *Msg) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if b, ok := appendMsgFast(c.wbuf[:0], m); ok {
+		if cap(b) <= readBuffer {
+			c.wbuf = b // a rare long one is not kept
+		}
+		if _, err := c.c.Write(b); err != nil {
+			return fmt.Errorf("send %s: %w", m.T, err)
+		}
+		return nil
+	}
 	if err := c.enc.Encode(m); err != nil {
 		return fmt.Errorf("send %s: %w", m.T, err)
 	}
@@ -190,6 +200,10 @@ func (c *Conn) Recv() (*Msg, error) {
 		break
 	}
 	m := new(Msg)
+	if decodeMsgFast(line, m) {
+		return m, nil
+	}
+	*m = Msg{}
 	if err := json.Unmarshal(line, m); err != nil {
 		return nil, fmt.Errorf("decode control message: %w", err)
 	}

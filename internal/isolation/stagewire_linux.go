@@ -1,0 +1,297 @@
+package isolation
+
+// The stage's wire format, written by hand so that a stage — a process
+// that lives for a few system calls — never pays encoding/json's
+// reflection over its types (in a fresh process: the type caches built,
+// the heap grown, every page of it faulted in).
+//
+// A request is a version byte, a flag byte, the failure code (4 bytes,
+// little-endian), then the strings Fail, Cwd, Home, Script, TTY and
+// ForceFail, then the lists Argv, Env, RW, RO and RWDev. A string is its
+// length (4 bytes) and its bytes; a list its count (4 bytes) and its
+// strings.
+//
+// A reply is a JSON line, encoded by hand: {"applied":{…}} (the Applied
+// exactly as encoding/json writes it) or {"code":N,"err":"…"}.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// stageWireVersion is the first byte of every request.
+const stageWireVersion = 1
+
+const (
+	flagTTY = 1 << iota
+	flagHasHome
+	flagPolicyEnabled
+)
+
+// encodeStageRequest is req in the stage's wire format.
+func encodeStageRequest(req *stageRequest) []byte {
+	c := &req.Config
+	var flags byte
+	if req.TTY {
+		flags |= flagTTY
+	}
+	if req.HasHome {
+		flags |= flagHasHome
+	}
+	if c.Policy.Enabled {
+		flags |= flagPolicyEnabled
+	}
+	b := make([]byte, 0, 512)
+	b = append(b, stageWireVersion, flags)
+	b = binary.LittleEndian.AppendUint32(b, uint32(req.FailCode))
+	for _, s := range []string{req.Fail, c.Cwd, c.Home, c.Script, c.TTY, c.ForceFail} {
+		b = appendWireString(b, s)
+	}
+	for _, l := range [][]string{c.Argv, c.Env, c.Policy.RW, c.Policy.RO, c.Policy.RWDev} {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(l)))
+		for _, s := range l {
+			b = appendWireString(b, s)
+		}
+	}
+	return b
+}
+
+func appendWireString(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// wireReader reads a request, remembering the first error.
+type wireReader struct {
+	b   []byte
+	err error
+}
+
+func (r *wireReader) u32() uint32 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 4 {
+		r.err = errors.New("stage request cut short")
+		return 0
+	}
+	n := binary.LittleEndian.Uint32(r.b)
+	r.b = r.b[4:]
+	return n
+}
+
+func (r *wireReader) str() string {
+	n := r.u32()
+	if r.err != nil {
+		return ""
+	}
+	if uint64(n) > uint64(len(r.b)) {
+		r.err = fmt.Errorf("stage request: a string of %d bytes with %d left", n, len(r.b))
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *wireReader) list() []string {
+	n := r.u32()
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	// Every string takes at least its 4 length bytes: a count beyond
+	// what is left is a broken request, not an allocation to make.
+	if uint64(n) > uint64(len(r.b)/4) {
+		r.err = fmt.Errorf("stage request: a list of %d strings with %d bytes left", n, len(r.b))
+		return nil
+	}
+	l := make([]string, n)
+	for i := range l {
+		l[i] = r.str()
+	}
+	return l
+}
+
+// decodeStageRequest reads a request encodeStageRequest wrote.
+func decodeStageRequest(b []byte) (*stageRequest, error) {
+	if len(b) < 2 || b[0] != stageWireVersion {
+		return nil, errors.New("stage request: not version 1 of the stage's wire format")
+	}
+	flags := b[1]
+	if flags&^(flagTTY|flagHasHome|flagPolicyEnabled) != 0 {
+		return nil, fmt.Errorf("stage request: unknown flags %#x", flags)
+	}
+	r := &wireReader{b: b[2:]}
+	req := &stageRequest{TTY: flags&flagTTY != 0, HasHome: flags&flagHasHome != 0}
+	c := &req.Config
+	c.Policy.Enabled = flags&flagPolicyEnabled != 0
+	req.FailCode = int(int32(r.u32()))
+	for _, p := range []*string{&req.Fail, &c.Cwd, &c.Home, &c.Script, &c.TTY, &c.ForceFail} {
+		*p = r.str()
+	}
+	for _, p := range []*[]string{&c.Argv, &c.Env, &c.Policy.RW, &c.Policy.RO, &c.Policy.RWDev} {
+		*p = r.list()
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("stage request: %d bytes past its end", len(r.b))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return req, nil
+}
+
+// appendAppliedReply is the reply line {"applied":…}.
+func appendAppliedReply(b []byte, a *Applied) []byte {
+	b = append(b, `{"applied":`...)
+	b = appendApplied(b, a)
+	return append(b, "}\n"...)
+}
+
+// appendFailReply is the reply line {"code":N,"err":"…"}.
+func appendFailReply(b []byte, code int, msg string) []byte {
+	b = append(b, `{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"err":`...)
+	b = appendJSONString(b, msg)
+	return append(b, "}\n"...)
+}
+
+// appendApplied writes a as encoding/json does (field order, omitempty).
+func appendApplied(b []byte, a *Applied) []byte {
+	b = append(b, `{"enabled":`...)
+	b = strconv.AppendBool(b, a.Enabled)
+	if a.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, a.Reason)
+	}
+	if a.Error != "" {
+		b = append(b, `,"error":`...)
+		b = appendJSONString(b, a.Error)
+	}
+	if a.ABI != 0 {
+		b = append(b, `,"abi":`...)
+		b = strconv.AppendInt(b, int64(a.ABI), 10)
+	}
+	if a.Errata != 0 {
+		b = append(b, `,"errata":`...)
+		b = strconv.AppendInt(b, int64(a.Errata), 10)
+	}
+	if len(a.HandledFS) > 0 {
+		b = append(b, `,"handled_fs":`...)
+		b = appendJSONStrings(b, a.HandledFS)
+	}
+	b = append(b, `,"scope_signal":`...)
+	b = strconv.AppendBool(b, a.ScopeSignal)
+	b = append(b, `,"scope_abstract_unix":`...)
+	b = strconv.AppendBool(b, a.ScopeAbstractUnix)
+	b = append(b, `,"ioctl_dev":`...)
+	b = strconv.AppendBool(b, a.IoctlDev)
+	if len(a.Rules) > 0 {
+		b = append(b, `,"rules":[`...)
+		for i, r := range a.Rules {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"path":`...)
+			b = appendJSONString(b, r.Path)
+			b = append(b, `,"access":`...)
+			b = appendJSONStrings(b, r.Access)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(a.Skipped) > 0 {
+		b = append(b, `,"skipped":[`...)
+		for i, s := range a.Skipped {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"path":`...)
+			b = appendJSONString(b, s.Path)
+			b = append(b, `,"reason":`...)
+			b = appendJSONString(b, s.Reason)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(a.Notes) > 0 {
+		b = append(b, `,"notes":`...)
+		b = appendJSONStrings(b, a.Notes)
+	}
+	return append(b, '}')
+}
+
+// appendJSONStrings writes l as a JSON array (null when nil, as
+// encoding/json does).
+func appendJSONStrings(b []byte, l []string) []byte {
+	if l == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendJSONString writes s as a JSON string the way encoding/json does:
+// <, > and & escaped for HTML, invalid UTF-8 as U+FFFD, U+2028 and
+// U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
