@@ -114,6 +114,11 @@ func (p *pipeline) flush() error {
 		return nil
 	}
 	select {
+	case <-p.done: // stopped: read no further (work has room even then)
+		return errWriterStopped
+	default:
+	}
+	select {
 	case p.work <- p.cur:
 	case <-p.done:
 		return errWriterStopped

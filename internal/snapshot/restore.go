@@ -178,8 +178,8 @@ var errStateDir = errors.New("inside the server's state dir")
 
 // sourceReader remembers the first error of the request body, so a decoder
 // error can be told apart: caused by the transport (environmental) or by
-// the bytes themselves (malformed). The zstd decoder reads from its own
-// goroutine, hence the lock.
+// the bytes themselves (malformed). The lock keeps it safe whichever
+// goroutine reads (the zstd decoder with concurrency > 1 reads from its own).
 type sourceReader struct {
 	r   io.Reader
 	mu  sync.Mutex
