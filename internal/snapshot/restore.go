@@ -82,7 +82,9 @@ func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions)
 	}
 	defer x.close()
 
-	dec, err := zstd.NewReader(src,
+	pre := newPrefetcher(src)
+	defer pre.close()
+	dec, err := zstd.NewReader(pre,
 		zstd.WithDecoderMaxWindow(MaxWindow),
 		zstd.WithDecoderConcurrency(decoderConcurrency),
 	)

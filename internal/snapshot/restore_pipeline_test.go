@@ -186,3 +186,77 @@ func TestRestoreWriterErrorStopsReading(t *testing.T) {
 		t.Error("entries after the failed one were restored")
 	}
 }
+
+// The body is read ahead of the decoder: without a single Read of the
+// consumer, the prefetcher fills its chunks from the source.
+func TestPrefetcherReadsAhead(t *testing.T) {
+	body := randomBody(t, 2*prefetchChunks*prefetchChunk)
+	want := prefetchChunks * prefetchChunk
+	src := &progressReader{r: bytes.NewReader([]byte(body)), total: want, reachedEnd: make(chan struct{})}
+	reached := src.reachedEnd
+	p := newPrefetcher(src)
+	defer p.close()
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the prefetcher read %d bytes ahead, want %d", src.n, want)
+	}
+	got, err := io.ReadAll(p)
+	if err != nil || string(got) != body {
+		t.Errorf("read %d bytes (%v), want the %d of the source", len(got), err, len(body))
+	}
+}
+
+// flakyReader returns its data in uneven pieces, then err.
+type flakyReader struct {
+	data []byte
+	step int
+	err  error
+}
+
+func (f *flakyReader) Read(b []byte) (int, error) {
+	if len(f.data) == 0 {
+		return 0, f.err
+	}
+	f.step = f.step%7 + 1
+	n := min(len(b), len(f.data), f.step*9973)
+	copy(b, f.data[:n])
+	f.data = f.data[n:]
+	return n, nil
+}
+
+// The prefetcher serves the bytes in order whatever the sizes of the reads
+// on either side, then the source's own error.
+func TestPrefetcherServesInOrderThenTheError(t *testing.T) {
+	body := randomBody(t, 3*prefetchChunks*prefetchChunk+123)
+	cut := errors.New("connection reset by peer")
+	p := newPrefetcher(&flakyReader{data: []byte(body), err: cut})
+	defer p.close()
+	var got []byte
+	buf := make([]byte, 70000)
+	for i := 1; ; i++ {
+		n, err := p.Read(buf[:1+i*7919%len(buf)])
+		got = append(got, buf[:n]...)
+		if err != nil {
+			if err != cut {
+				t.Errorf("error %v, want the source's", err)
+			}
+			break
+		}
+	}
+	if string(got) != body {
+		t.Errorf("served %d bytes, want the %d of the source in order", len(got), len(body))
+	}
+}
+
+// A body cut in the middle is the transport's fault, not the archive's:
+// the error wraps the read error and not ErrMalformed.
+func TestRestoreCutBodyIsNotMalformed(t *testing.T) {
+	home := t.TempDir()
+	data := makeArchive(t, file("a", randomBody(t, 600<<10)), file("b", "x"))
+	cut := errors.New("connection reset by peer")
+	_, err := Restore(context.Background(), &flakyReader{data: data[:len(data)/2], err: cut}, home, RestoreOptions{})
+	if !errors.Is(err, cut) || errors.Is(err, ErrMalformed) {
+		t.Errorf("err %v, want the read error and not ErrMalformed", err)
+	}
+}
