@@ -76,7 +76,7 @@ type RestoreOptions struct {
 // transactional: on error, home may be partly restored.
 func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions) (RestoreStats, error) {
 	src := &sourceReader{r: r}
-	x, err := newExtractor(ctx, src, home, opts.StateDir)
+	x, err := newExtractor(ctx, home, opts.StateDir)
 	if err != nil {
 		return RestoreStats{}, err
 	}

@@ -52,7 +52,6 @@ type dirHandle struct {
 
 type extractor struct {
 	ctx      context.Context
-	src      *sourceReader
 	file     int    // the regular file being written, or -1
 	skipFile bool   // the pieces of the current file are skipped (state dir)
 	umask    uint32 // bits the kernel takes from the mode of created files
@@ -67,7 +66,7 @@ type extractor struct {
 	stack []dirHandle
 }
 
-func newExtractor(ctx context.Context, src *sourceReader, home, stateDir string) (*extractor, error) {
+func newExtractor(ctx context.Context, home, stateDir string) (*extractor, error) {
 	if err := checkHome(home); err != nil {
 		return nil, err
 	}
@@ -77,7 +76,6 @@ func newExtractor(ctx context.Context, src *sourceReader, home, stateDir string)
 	}
 	x := &extractor{
 		ctx:   ctx,
-		src:   src,
 		file:  -1,
 		umask: uint32(processUmask()),
 		stack: []dirHandle{{name: "", fd: fd}},

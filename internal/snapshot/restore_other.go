@@ -14,7 +14,7 @@ type extractor struct {
 	stats RestoreStats
 }
 
-func newExtractor(context.Context, *sourceReader, string, string) (*extractor, error) {
+func newExtractor(context.Context, string, string) (*extractor, error) {
 	return nil, errors.New("snapshot restore is supported on Linux only")
 }
 
