@@ -3,6 +3,7 @@ package snapshot
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -51,8 +52,8 @@ type dirHandle struct {
 
 type extractor struct {
 	ctx      context.Context
-	src      *sourceReader
-	buf      []byte
+	file     int    // the regular file being written, or -1
+	skipFile bool   // the pieces of the current file are skipped (state dir)
 	umask    uint32 // bits the kernel takes from the mode of created files
 	stateID  fileID
 	hasState bool
@@ -65,7 +66,7 @@ type extractor struct {
 	stack []dirHandle
 }
 
-func newExtractor(ctx context.Context, src *sourceReader, home, stateDir string) (*extractor, error) {
+func newExtractor(ctx context.Context, home, stateDir string) (*extractor, error) {
 	if err := checkHome(home); err != nil {
 		return nil, err
 	}
@@ -75,8 +76,7 @@ func newExtractor(ctx context.Context, src *sourceReader, home, stateDir string)
 	}
 	x := &extractor{
 		ctx:   ctx,
-		src:   src,
-		buf:   make([]byte, copyBufferSize),
+		file:  -1,
 		umask: uint32(processUmask()),
 		stack: []dirHandle{{name: "", fd: fd}},
 	}
@@ -93,6 +93,10 @@ func newExtractor(ctx context.Context, src *sourceReader, home, stateDir string)
 // close releases every handle (on error; on success finish has applied
 // the pending modes first).
 func (x *extractor) close() {
+	if x.file >= 0 {
+		unix.Close(x.file)
+		x.file = -1
+	}
 	for _, d := range x.stack {
 		unix.Close(d.fd)
 	}
@@ -293,18 +297,58 @@ func (x *extractor) create(parent int, base, name string, op func() error) error
 	return nil
 }
 
-func (x *extractor) entry(hdr *tar.Header, name string, r io.Reader) error {
-	switch hdr.Typeflag {
-	case tar.TypeDir:
-		return x.mkdir(name, entryPerm(hdr), hdr.ModTime)
-	case tar.TypeReg, tar.TypeRegA:
-		return x.writeFile(name, entryPerm(hdr), hdr.ModTime, r)
-	case tar.TypeSymlink:
-		return x.symlink(name, hdr.Linkname)
-	case tar.TypeLink:
-		return x.link(name, hdr.Linkname)
+// apply applies the entries of a batch, in the writer stage.
+func (x *extractor) apply(b *batch) error {
+	for i := range b.pieces {
+		pc := &b.pieces[i]
+		if err := x.ctx.Err(); err != nil {
+			return fmt.Errorf("restore %q: %w", pc.name, err)
+		}
+		if pc.more {
+			if x.skipFile {
+				x.skipFile = !pc.end
+				continue
+			}
+		} else if err := x.begin(pc); err != nil {
+			if errors.Is(err, errStateDir) {
+				// The server's own state: left alone, and so are the
+				// contents of a file there in the pieces that follow.
+				x.skipFile = pc.kind == tar.TypeReg && !pc.end
+				continue
+			}
+			return err
+		}
+		if pc.kind != tar.TypeReg {
+			x.stats.Entries++
+			continue
+		}
+		if err := x.writeContents(pc); err != nil {
+			return err
+		}
+		if pc.end {
+			if err := x.endFile(pc); err != nil {
+				return err
+			}
+			x.stats.Entries++
+		}
 	}
-	return malformed("entry %q: unsupported entry type %q", hdr.Name, string(hdr.Typeflag))
+	return nil
+}
+
+// begin applies an entry, or for a regular file creates it (its contents
+// follow).
+func (x *extractor) begin(pc *piece) error {
+	switch pc.kind {
+	case tar.TypeDir:
+		return x.mkdir(pc.name, pc.perm, pc.mtime)
+	case tar.TypeReg:
+		return x.createFile(pc.name, pc.perm)
+	case tar.TypeSymlink:
+		return x.symlink(pc.name, pc.link)
+	case tar.TypeLink:
+		return x.link(pc.name, pc.link)
+	}
+	return malformed("entry %q: unsupported entry type %q", pc.raw, string(pc.kind))
 }
 
 func (x *extractor) mkdir(name string, perm uint32, mtime time.Time) error {
@@ -386,60 +430,55 @@ func (x *extractor) openUnreadable(parent int, base string) (int, error) {
 	return openRetry(pfd, ".", dirFlags, 0)
 }
 
-func (x *extractor) writeFile(name string, perm uint32, mtime time.Time, r io.Reader) error {
+// createFile creates the regular file name, to be written by
+// writeContents and closed by endFile.
+func (x *extractor) createFile(name string, perm uint32) error {
 	dir, base := splitName(name)
 	p, err := x.enter(dir, name)
 	if err != nil {
 		return err
 	}
 	pfd := p.fd
-	fd := -1
 	// Created with its final permission bits: writing through this
 	// descriptor is allowed whatever they are, and no fchmod is needed
 	// unless the umask took some away.
-	err = x.create(pfd, base, name, func() error {
-		var err error
-		fd, err = openRetry(pfd, base, fileFlags, perm)
+	return x.create(pfd, base, name, func() error {
+		fd, err := openRetry(pfd, base, fileFlags, perm)
+		if err == nil {
+			x.file = fd
+		}
 		return err
 	})
-	if err != nil {
-		return err
+}
+
+func (x *extractor) writeContents(pc *piece) error {
+	if len(pc.data) == 0 {
+		return nil
 	}
-	defer func() {
-		if fd >= 0 {
+	if err := writeAll(x.file, pc.data); err != nil {
+		return fmt.Errorf("write %q: %w", pc.name, err)
+	}
+	x.stats.BytesWritten += int64(len(pc.data))
+	return nil
+}
+
+// endFile sets the mode (when the umask took bits away) and time of the
+// file being written and closes it.
+func (x *extractor) endFile(pc *piece) error {
+	fd := x.file
+	x.file = -1
+	if pc.perm&x.umask != 0 {
+		if err := fchmodRetry(fd, pc.perm); err != nil {
 			unix.Close(fd)
-		}
-	}()
-	for {
-		if err := x.ctx.Err(); err != nil {
-			return fmt.Errorf("write %q: %w", name, err)
-		}
-		n, rerr := r.Read(x.buf)
-		if n > 0 {
-			if err := writeAll(fd, x.buf[:n]); err != nil {
-				return fmt.Errorf("write %q: %w", name, err)
-			}
-			x.stats.BytesWritten += int64(n)
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return readErr(x.ctx, x.src, fmt.Sprintf("read contents of %q", name), rerr)
+			return fmt.Errorf("set mode of %q: %w", pc.name, err)
 		}
 	}
-	if perm&x.umask != 0 {
-		if err := fchmodRetry(fd, perm); err != nil {
-			return fmt.Errorf("set mode of %q: %w", name, err)
-		}
+	if err := setTimes(fd, pc.mtime); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("set time of %q: %w", pc.name, err)
 	}
-	if err := setTimes(fd, mtime); err != nil {
-		return fmt.Errorf("set time of %q: %w", name, err)
-	}
-	err = unix.Close(fd)
-	fd = -1
-	if err != nil {
-		return fmt.Errorf("close %q: %w", name, err)
+	if err := unix.Close(fd); err != nil {
+		return fmt.Errorf("close %q: %w", pc.name, err)
 	}
 	return nil
 }

@@ -3,10 +3,8 @@
 package snapshot
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
-	"io"
 )
 
 // Restore opens every path component with Linux's openat flags (O_PATH,
@@ -14,13 +12,12 @@ import (
 // it refuses rather than extract with weaker guarantees.
 type extractor struct {
 	stats RestoreStats
-	buf   []byte
 }
 
-func newExtractor(context.Context, *sourceReader, string, string) (*extractor, error) {
+func newExtractor(context.Context, string, string) (*extractor, error) {
 	return nil, errors.New("snapshot restore is supported on Linux only")
 }
 
-func (x *extractor) entry(*tar.Header, string, io.Reader) error { return errors.ErrUnsupported }
-func (x *extractor) finish() error                              { return nil }
-func (x *extractor) close()                                     {}
+func (x *extractor) apply(*batch) error { return errors.ErrUnsupported }
+func (x *extractor) finish() error      { return nil }
+func (x *extractor) close()             {}

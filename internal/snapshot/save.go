@@ -100,8 +100,10 @@ const (
 	// only for a Home of tens of thousands of hard-linked files).
 	// The collector lets the heap grow to twice what is live before it
 	// runs (GOGC=100), hence a peak of about 24 MiB; measured 23-29 MiB.
-	// A restore of our archives peaks at 3-6 MiB: the decoder's window
-	// (256 KiB), its blocks in flight and one copy buffer. A foreign
+	// A restore of our archives peaks at 3-6 MiB (measured 3.5 MiB): the
+	// decoder's window (256 KiB) and block, the restoreBatches batches
+	// of contents handed from the reading to the writing stage (1 MiB)
+	// and the prefetcher's chunks of the body (512 KiB). A foreign
 	// archive needs its window more: 18 MiB with an 8 MiB window (zstd
 	// -19 and every lower level), up to MaxWindow plus that for the
 	// largest windows the spec admits. This holds for the options of
