@@ -226,6 +226,10 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 	if j != nil {
 		// A live job's events are ahead of its row.
 		j.mu.Lock()
+		if e := j.end; e != nil && !store.IsTerminal(row.Status) {
+			// Its end is known, its row does not have it yet (finish).
+			row.Reason, row.Signal, row.Usage = e.Reason, e.Signal, e.Usage
+		}
 		row.Status, row.ExitCode = j.status, j.exitCode
 		if !j.started.IsZero() {
 			t := j.started

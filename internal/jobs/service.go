@@ -98,6 +98,9 @@ type Service struct {
 
 	// flights are the Idempotency-Keys being handled (idempotency.go).
 	flights flights
+
+	// runningDelay is runningRecordDelay (tests change it).
+	runningDelay time.Duration
 }
 
 // New opens the service over an open store and finds the jobs that were
@@ -123,7 +126,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
-		readyDirs: make(chan string, readyDirCount)}
+		readyDirs: make(chan string, readyDirCount), runningDelay: runningRecordDelay}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
 		for _, d := range old {
@@ -699,17 +702,22 @@ func (s *Service) lookup(id string) *job {
 // record already held a terminal state (the runner recorded it itself), the
 // recorded one wins.
 //
+// The waiters are woken before the write: the end is answered from memory
+// at once, and the database's write is off the path of the answer. Nothing
+// is lost by it: j stays among the live jobs until its row says it ended,
+// so no read falls back to a row that does not yet; and its runner is told
+// the exit is recorded (applyExit's ack) only after the write, so a server
+// that dies meanwhile leaves the exit with the runner, which records it
+// itself (or hands it to the next server).
+//
 // A write the database refuses (a full disk: SQLITE_FULL, an I/O error)
-// is retried until it is taken, never dropped: the job's end is answered
-// from memory meanwhile (its waiters see it at once), it stays among the
-// live jobs so no read falls back to the stale row, and its runner is not
-// told the exit is recorded — it holds it too.
+// is retried until it is taken, never dropped, the same way.
 func (s *Service) finish(j *job, e store.Exit) {
+	j.setEnd(e)
 	ctx := context.Background()
 	err := s.st.Finish(ctx, j.id, e)
 	for wait := finishRetryMin; err != nil && !errors.Is(err, store.ErrNotChanged); wait = min(2*wait, finishRetryMax) {
 		s.log.Error("record job end: will retry", "job", j.id, "err", err, "in", wait)
-		j.setEnd(e)
 		select {
 		case <-s.stop:
 			return // the runner still holds the exit and records it itself
@@ -723,9 +731,9 @@ func (s *Service) finish(j *job, e store.Exit) {
 			if row.EndedAt != nil {
 				e.EndedAt = *row.EndedAt
 			}
+			j.setRecordedEnd(e)
 		}
 	}
-	j.setEnd(e)
 	s.forget(j)
 	s.ended(j, e)
 }
