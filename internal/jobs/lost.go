@@ -187,8 +187,8 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 // still ours) as work left running on purpose.
 func (s *Service) keepLeftovers() {
 	kids := childrenOf(os.Getpid())
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
 	now := map[int]bool{}
 	for _, c := range kids {
 		if !s.runners[c] {
@@ -198,17 +198,31 @@ func (s *Service) keepLeftovers() {
 	s.kept = now // what is no longer our child is forgotten
 }
 
+// leftoversLoop runs keepLeftovers when asked (spawn), until the service
+// stops: one look for every burst of runner exits, not one for each.
+func (s *Service) leftoversLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.leftovers:
+			s.keepLeftovers()
+		}
+	}
+}
+
 // isKept reports whether pid is work a job left running on purpose.
 func (s *Service) isKept(pid int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
 	return s.kept[pid]
 }
 
 // isRunner reports whether pid is a runner this server started.
 func (s *Service) isRunner(pid int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
 	return s.runners[pid]
 }
 

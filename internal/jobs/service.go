@@ -83,12 +83,22 @@ type Service struct {
 
 	mu   sync.Mutex
 	live map[string]*job // jobs whose end is not yet recorded
+
+	// procMu guards runners and kept. It is held while a runner is
+	// started (fork and exec), so a scan for a lost job's processes never
+	// takes a runner just born for one of ours; s.mu is not, so runs and
+	// reads go on meanwhile.
+	procMu sync.Mutex
 	// runners are the pids of the runners this server started and still
 	// waits for (the reaper hands their exit to spawn's goroutine).
 	runners map[int]bool
 	// kept are adopted processes that jobs left running when they ended
 	// by themselves: ending a lost job never kills them.
 	kept map[int]bool
+	// leftovers asks leftoversLoop for a look at what runners that left
+	// cleanly left us (keepLeftovers): exits that come while it looks
+	// share the next look.
+	leftovers chan struct{}
 	pool chan *idleRunner // warm runners waiting for a job
 	// readyDirs are empty job directories made ahead (".ready-…").
 	readyDirs chan string
@@ -126,7 +136,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
-		readyDirs: make(chan string, readyDirCount), runningDelay: runningRecordDelay}
+		readyDirs: make(chan string, readyDirCount), runningDelay: runningRecordDelay, leftovers: make(chan struct{}, 1)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
 		for _, d := range old {
@@ -158,8 +168,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		s.wg.Add(1)
 		go s.fillPool()
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.fillDirs()
+	go s.leftoversLoop()
 	return s, nil
 }
 
@@ -651,27 +662,30 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	// Its own session: the runner and the job survive the server's stop,
 	// crash or upgrade, and signals to the server's group do not reach them.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	s.mu.Lock()
+	s.procMu.Lock()
 	// The process's one reaper collects the runner's exit (it also reaps
 	// every orphan we adopt, so nothing else may wait for a child).
 	exited, err := reaper.Start(cmd)
 	if err != nil {
-		s.mu.Unlock()
+		s.procMu.Unlock()
 		ours.Close()
 		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.RunnerPath, err)
 	}
 	pid := cmd.Process.Pid // Release below clears it
 	s.runners[pid] = true
-	s.mu.Unlock()
+	s.procMu.Unlock()
 	go func() {
 		ex := <-exited
 		cmd.Process.Release()
-		s.mu.Lock()
+		s.procMu.Lock()
 		delete(s.runners, ex.Pid)
-		s.mu.Unlock()
+		s.procMu.Unlock()
 		if ex.Status.Exited() && ex.Status.ExitStatus() == 0 {
 			// A runner that left cleanly: what it leaves us is kept.
-			s.keepLeftovers()
+			select {
+			case s.leftovers <- struct{}{}:
+			default: // a look is asked for already, and comes after this exit
+			}
 		}
 	}()
 	c, err := net.FileConn(ours)
