@@ -99,7 +99,7 @@ type Service struct {
 	// cleanly left us (keepLeftovers): exits that come while it looks
 	// share the next look.
 	leftovers chan struct{}
-	pool chan *idleRunner // warm runners waiting for a job
+	pool      chan *idleRunner // warm runners waiting for a job
 	// readyDirs are empty job directories made ahead (".ready-…").
 	readyDirs chan string
 
