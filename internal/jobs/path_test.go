@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,4 +195,41 @@ func listIDs(rows []*store.Job) []string {
 		out = append(out, r.ID+":"+r.Status)
 	}
 	return out
+}
+
+// childrenOf finds a child whichever thread forked it.
+func TestChildrenOfListsOurChildren(t *testing.T) {
+	var cmds []*exec.Cmd
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 4 { // from several goroutines, so likely several threads
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := exec.Command("sleep", "30")
+			if err := c.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			cmds = append(cmds, c)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	kids := map[int]bool{}
+	for _, p := range childrenOf(os.Getpid()) {
+		kids[p] = true
+	}
+	for _, c := range cmds {
+		if !kids[c.Process.Pid] {
+			t.Errorf("child %d not among %v", c.Process.Pid, kids)
+		}
+	}
 }
