@@ -233,3 +233,58 @@ func TestChildrenOfListsOurChildren(t *testing.T) {
 		}
 	}
 }
+
+// A job's directory made ahead brings its script file, made and open: the
+// script is written into it (made executable for "#!"), or a spooled
+// script takes its place.
+func TestReadyDirBringsTheScriptFile(t *testing.T) {
+	s := newTestService(t)
+	for _, tc := range []struct {
+		name, script string
+		spooled      bool
+		mode         os.FileMode
+	}{
+		{"shell", "echo hi\n", false, 0o600},
+		{"shebang", "#!/bin/sh\necho hi\n", false, 0o700},
+		{"spooled", "#!/bin/sh\necho spooled\n", true, 0o700},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Wait for one to be ready; the channel may have been filled
+			// again meanwhile: then another is.
+			d := <-s.readyDirs
+			select {
+			case s.readyDirs <- d:
+			default:
+				s.discardDir(d)
+			}
+			id := NewID()
+			ready, err := s.makeJobDir(id)
+			if err != nil || ready == nil {
+				t.Fatalf("makeJobDir = %v, %v: want the ready script file", ready, err)
+			}
+			req := RunRequest{Script: tc.script}
+			if tc.spooled {
+				f, err := s.SpoolFile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.WriteString(tc.script)
+				f.Close()
+				req = RunRequest{ScriptPath: f.Name()}
+			}
+			path := filepath.Join(runner.JobDir(s.cfg.StateDir, id), runner.ScriptFile)
+			argv, perm := []string{"/bin/sh", path}, os.FileMode(0o600)
+			if err := s.writeScript(id, path, req, &argv, &perm, ready); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			fi, _ := os.Stat(path)
+			if err != nil || string(b) != tc.script || fi.Mode().Perm() != tc.mode {
+				t.Fatalf("script = %q %v (mode %v): want %q mode %v", b, err, fi.Mode().Perm(), tc.script, tc.mode)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+				t.Fatalf("job dir holds %d entries, want the script only", len(ents))
+			}
+		})
+	}
+}

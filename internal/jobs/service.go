@@ -100,8 +100,9 @@ type Service struct {
 	// share the next look.
 	leftovers chan struct{}
 	pool      chan *idleRunner // warm runners waiting for a job
-	// readyDirs are empty job directories made ahead (".ready-…").
-	readyDirs chan string
+	// readyDirs are job directories made ahead (".ready-…"), each with its
+	// empty script file made and open.
+	readyDirs chan readyDir
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -136,11 +137,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
-		readyDirs: make(chan string, readyDirCount), runningDelay: runningRecordDelay, leftovers: make(chan struct{}, 1)}
+		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, leftovers: make(chan struct{}, 1)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
 		for _, d := range old {
-			os.Remove(d)
+			os.RemoveAll(d)
 		}
 	}
 	// Scripts of requests a previous server was still receiving.
@@ -182,7 +183,7 @@ func (s *Service) Close() {
 	for {
 		select {
 		case d := <-s.readyDirs:
-			os.Remove(filepath.Join(s.cfg.StateDir, d))
+			s.discardDir(d)
 			continue
 		default:
 		}
@@ -325,7 +326,8 @@ func (s *Service) run(ctx context.Context, req RunRequest, wp WaitParams, starte
 // client); a failure before undoes what was made.
 func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDirs) (err error) {
 	cwd := dirs.cwdReal
-	if err := s.makeJobDir(j.id); err != nil {
+	scriptFile, err := s.makeJobDir(j.id)
+	if err != nil {
 		return fmt.Errorf("make job dir %s: %w", j.dir, err)
 	}
 	rowMade := false
@@ -337,7 +339,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	script := filepath.Join(j.dir, runner.ScriptFile)
 	argv := []string{s.cfg.DefaultShell, script}
 	perm := os.FileMode(0o600)
-	if err := s.writeScript(j.id, script, req, &argv, &perm); err != nil {
+	if err := s.writeScript(j.id, script, req, &argv, &perm, scriptFile); err != nil {
 		return fmt.Errorf("write script of job %s: %w", j.id, err)
 	}
 	home := dirs.homeName
@@ -431,10 +433,16 @@ func (s *Service) SpoolFile() (*os.File, error) {
 
 // writeScript puts the request's script in job id's directory (path is
 // where that is): a spooled file is moved there, a script held in memory
-// is written to a file made exclusively. Both go through the state dir's
-// handle. A "#!" script is executed directly, so it is made executable
-// and argv becomes just its path.
-func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, perm *os.FileMode) error {
+// is written to a file made exclusively: ready, the empty script file made
+// ahead with the directory (makeJobDir), or else one made now. All go
+// through the state dir's handle. A "#!" script is executed directly, so
+// it is made executable and argv becomes just its path. ready is closed.
+func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, perm *os.FileMode, ready *os.File) error {
+	defer func() {
+		if ready != nil { // not taken: a failure
+			ready.Close()
+		}
+	}()
 	shebang := strings.HasPrefix(req.Script, "#!")
 	var spool *os.File
 	if req.ScriptPath != "" {
@@ -456,18 +464,47 @@ func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, p
 		// No fork while the script is open for writing: a child forked
 		// meanwhile (a runner being started) holds the descriptor until its
 		// own execve, and the job's execve of the script would then fail
-		// with ETXTBSY ("text file busy"). os/exec takes ForkLock to fork.
+		// with ETXTBSY ("text file busy"). os/exec takes ForkLock to fork
+		// and holds it until the child's execve, so once we hold it no
+		// child holds the descriptor: a ready script, open since it was
+		// made, is closed under it too.
 		syscall.ForkLock.RLock()
 		defer syscall.ForkLock.RUnlock()
-		f, err := s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(*perm))
-		if err != nil {
-			return err
+		f := ready
+		ready = nil
+		if f == nil {
+			var err error
+			if f, err = s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(*perm)); err != nil {
+				return err
+			}
+		} else if *perm != 0o600 {
+			if err := f.Chmod(*perm); err != nil {
+				f.Close()
+				return err
+			}
 		}
-		_, err = f.WriteString(req.Script)
+		_, err := f.WriteString(req.Script)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		return err
+	}
+	if ready != nil {
+		// The spooled file becomes the script: the empty one made ahead
+		// goes (through the job directory's handle).
+		syscall.ForkLock.RLock()
+		ready.Close()
+		syscall.ForkLock.RUnlock()
+		ready = nil
+		jd, err := s.sd.Sub(jobRel(id))
+		if err != nil {
+			return err
+		}
+		err = unix.Unlinkat(jd.Fd(), runner.ScriptFile, 0)
+		jd.Close()
+		if err != nil {
+			return fmt.Errorf("remove the script file made ahead: %w", err)
+		}
 	}
 	if err := spool.Chmod(*perm); err != nil {
 		return err
@@ -490,12 +527,38 @@ const readyPrefix = ".ready-"
 // disk it cost a job's start a third of a millisecond; renaming one is cheap.
 const readyDirCount = 2
 
-// fillDirs keeps readyDirCount empty directories made in jobs/.
+// readyDir is a job directory made ahead, and its empty script file,
+// made exclusively and open for writing: a job's start then makes no file
+// of its own (a new inode is among the dearer file system operations).
+type readyDir struct {
+	rel    string // relative to the state dir
+	script *os.File
+}
+
+// fillDirs keeps readyDirCount directories made in jobs/, each with its
+// script file.
 func (s *Service) fillDirs() {
-	keepFilled(s, s.readyDirs, "make a job directory ahead", func() (string, error) {
-		d := "jobs/" + readyPrefix + NewID()
-		return d, s.sd.Mkdir(d, 0o700)
-	}, func(d string) { os.Remove(filepath.Join(s.cfg.StateDir, d)) })
+	keepFilled(s, s.readyDirs, "make a job directory ahead", func() (readyDir, error) {
+		d := readyDir{rel: "jobs/" + readyPrefix + NewID()}
+		if err := s.sd.Mkdir(d.rel, 0o700); err != nil {
+			return d, err
+		}
+		f, err := s.sd.Open(d.rel+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			os.Remove(filepath.Join(s.cfg.StateDir, d.rel))
+			return d, err
+		}
+		d.script = f
+		return d, nil
+	}, s.discardDir)
+}
+
+// discardDir removes a directory made ahead and never used.
+func (s *Service) discardDir(d readyDir) {
+	if d.script != nil {
+		d.script.Close()
+	}
+	os.RemoveAll(filepath.Join(s.cfg.StateDir, d.rel))
 }
 
 // keepFilled makes items with produce and puts them in ch until the
@@ -525,17 +588,18 @@ func keepFilled[T any](s *Service, ch chan T, what string, produce func() (T, er
 
 // makeJobDir makes job id's directory, from a directory made ahead when
 // one is ready (renamed without replacing anything, through the state
-// dir's handle).
-func (s *Service) makeJobDir(id string) error {
+// dir's handle): then its script file, empty and open for writing, comes
+// with it (nil: writeScript makes it).
+func (s *Service) makeJobDir(id string) (*os.File, error) {
 	select {
 	case d := <-s.readyDirs:
-		if err := s.sd.Rename(d, jobRel(id)); err == nil {
-			return nil
+		if err := s.sd.Rename(d.rel, jobRel(id)); err == nil {
+			return d.script, nil
 		}
-		os.Remove(filepath.Join(s.cfg.StateDir, d))
+		s.discardDir(d)
 	default:
 	}
-	return s.sd.Mkdir(jobRel(id), 0o700)
+	return nil, s.sd.Mkdir(jobRel(id), 0o700)
 }
 
 // takeIdle returns a warm runner, or nil when none is ready.
