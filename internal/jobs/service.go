@@ -112,6 +112,8 @@ type Service struct {
 
 	// runningDelay is runningRecordDelay (tests change it).
 	runningDelay time.Duration
+	// limitsJSON is askedLimits.
+	limitsJSON string
 }
 
 // New opens the service over an open store and finds the jobs that were
@@ -137,7 +139,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
-		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, leftovers: make(chan struct{}, 1)}
+		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
 		for _, d := range old {
