@@ -245,6 +245,11 @@ func (s *Service) recordRunning(j *job, r store.Running) bool {
 	if j.done() {
 		return false
 	}
+	select {
+	case <-s.stop:
+		return false // the store may be closed; the next server learns it from the runner
+	default:
+	}
 	if err := s.st.MarkRunning(context.Background(), j.id, r); err != nil && !errors.Is(err, store.ErrNotChanged) {
 		s.log.Warn("mark running", "job", j.id, "err", err)
 	}
