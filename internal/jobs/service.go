@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,7 +100,12 @@ type Service struct {
 	// cleanly left us (keepLeftovers): exits that come while it looks
 	// share the next look.
 	leftovers chan struct{}
-	pool      chan *idleRunner // warm runners waiting for a job
+	// pool holds the warm runners waiting for a job but one: the one
+	// started last waits in fillPool for room, so WarmRunners wait in
+	// all, not one more (each is a runner and its stage: idle memory).
+	pool chan *idleRunner
+	// warm counts the warm runners started and not yet taken.
+	warm atomic.Int64
 	// readyDirs are job directories made ahead (".ready-…"), each with its
 	// empty script file made and open.
 	readyDirs chan readyDir
@@ -138,7 +144,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		sd.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 1)),
 		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
@@ -195,6 +201,7 @@ func (s *Service) Close() {
 	for {
 		select {
 		case ir := <-s.pool:
+			s.warm.Add(-1)
 			ir.conn.Close()
 			continue
 		default:
@@ -608,6 +615,7 @@ func (s *Service) makeJobDir(id string) (*os.File, error) {
 func (s *Service) takeIdle() *idleRunner {
 	select {
 	case ir := <-s.pool:
+		s.warm.Add(-1)
 		return ir
 	default:
 		return nil
@@ -619,6 +627,7 @@ func (s *Service) takeIdle() *idleRunner {
 func (s *Service) putBack(ir *idleRunner) {
 	select {
 	case s.pool <- ir:
+		s.warm.Add(1)
 	default:
 		ir.conn.Close()
 	}
@@ -684,8 +693,11 @@ type idleRunner struct {
 func (s *Service) fillPool() {
 	keepFilled(s, s.pool, "start warm runner", func() (*idleRunner, error) {
 		pid, conn, err := s.spawn(".", runner.PoolPlaceholder)
+		if err == nil {
+			s.warm.Add(1)
+		}
 		return &idleRunner{pid: pid, conn: conn}, err
-	}, func(ir *idleRunner) { ir.conn.Close() })
+	}, func(ir *idleRunner) { s.warm.Add(-1); ir.conn.Close() })
 }
 
 // spawn starts a runner in its own session, handing it one end of a
