@@ -21,6 +21,7 @@ import (
 
 	"github.com/shellctl/shellctl/internal/client"
 	"github.com/shellctl/shellctl/internal/runner"
+	"github.com/shellctl/shellctl/internal/store"
 )
 
 // ---- helpers (prefixed fx to stay clear of the other test files) ----
@@ -70,6 +71,12 @@ func fxRowOf(stateDir, id string) (fxRow, error) {
 // fxWantReason checks the reason recorded for a job.
 func fxWantReason(t *testing.T, s *server, id, want string) {
 	t.Helper()
+	// A job's end is answered before its row has it (the write follows at
+	// once, off the answer's path): wait for the row to say it ended.
+	fxEventually(t, 10*time.Second, "the end of "+id+" to be recorded", func() bool {
+		r, err := fxRowOf(s.StateDir, id)
+		return err == nil && store.IsTerminal(r.status)
+	})
 	if r := fxReadRow(t, s.StateDir, id); r.reason != want {
 		t.Errorf("job %s: recorded reason %q, want %q (status %s)", id, r.reason, want, r.status)
 	}

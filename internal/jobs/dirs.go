@@ -22,7 +22,7 @@ func (d *jobDirs) close() {
 	if d.cwd != nil {
 		d.cwd.Close()
 	}
-	if d.home != nil {
+	if d.home != nil && d.home != d.cwd {
 		d.home.Close()
 	}
 }
@@ -72,6 +72,15 @@ func (s *Service) openJobDirs(req RunRequest) (_ *jobDirs, err error) {
 	}
 	if !filepath.IsAbs(home) {
 		return nil, errorf(ErrInvalidCwd, "HOME %q is not an absolute path", home)
+	}
+	if home == cwd && filepath.IsAbs(home) {
+		// The usual case (both the server's $HOME): the directory opened
+		// and checked as the cwd is the HOME too, one handle for both.
+		d.home, d.homeReal, d.homeName = d.cwd, d.cwdReal, home
+		if checkRoot && !Within(d.homeReal, root) {
+			return nil, errorf(ErrCwdNotAllowed, "HOME %q (really %q) is outside the workspace root %q", home, d.homeReal, root)
+		}
+		return d, nil
 	}
 	if err := isolation.EnsureHome(home); err != nil {
 		return nil, errorf(ErrInvalidCwd, "HOME %q: %v", home, err)

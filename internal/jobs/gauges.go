@@ -29,4 +29,4 @@ func (s *Service) Live() int {
 }
 
 // WarmRunners counts the started runners waiting for a job.
-func (s *Service) WarmRunners() int { return len(s.pool) }
+func (s *Service) WarmRunners() int { return int(s.warm.Load()) }

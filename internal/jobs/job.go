@@ -38,9 +38,12 @@ type job struct {
 	requested time.Time
 	started   time.Time
 	ended     time.Time
-	size      int64
-	lastGrow  time.Time
-	changed   chan struct{}
+	// end is the end as set (setEnd): what a read of a job whose end is
+	// known but not yet recorded takes from it beside the status.
+	end      *store.Exit
+	size     int64
+	lastGrow time.Time
+	changed  chan struct{}
 
 	// stream (issue 14 §1): stderr.log's size as the runner announced it
 	// (stdio jobs), so streams of the stderr channel wake on its growth.
@@ -85,11 +88,29 @@ func (j *job) setEnd(e store.Exit) {
 	j.status = e.Status
 	j.exitCode = e.ExitCode
 	j.ended = e.EndedAt
+	j.end = &e
 	if j.started.IsZero() && e.StartedAt != nil {
 		j.started = *e.StartedAt
 	}
 	j.notifyLocked()
 }
+
+// setRecordedEnd makes the job's end the one its row holds, over the one
+// set from the runner's event (finish: the recorded one wins).
+func (j *job) setRecordedEnd(e store.Exit) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.status == e.Status && j.ended.Equal(e.EndedAt) && eqCode(j.exitCode, e.ExitCode) {
+		return
+	}
+	j.status = e.Status
+	j.exitCode = e.ExitCode
+	j.ended = e.EndedAt
+	j.end = &e
+	j.notifyLocked()
+}
+
+func eqCode(a, b *int) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 func (j *job) closeConn() {
 	j.mu.Lock()
@@ -187,16 +208,52 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	if becameRunning {
 		s.cfg.Metrics.JobRunning(requested, started)
 		s.log.Info("job running", "job", j.id, "pid", m.PID, "cgroup", m.Cgroup != "")
-		// Off the event path: the exit may follow within a millisecond, and
-		// its record carries the same facts (Finish fills them in when
-		// this write lost the race), so nothing waits for this one.
-		go func() {
-			if err := s.st.MarkRunning(context.Background(), j.id, store.Running{PID: m.PID, StartedAt: time.Unix(0, m.StartedAt),
-				Isolation: m.Isolation, Cgroup: m.Cgroup, Pgid: m.Pgid, LimitsApplied: m.Limits}); err != nil && !errors.Is(err, store.ErrNotChanged) {
-				s.log.Warn("mark running", "job", j.id, "err", err)
-			}
-		}()
+		s.recordRunningLater(j, store.Running{PID: m.PID, StartedAt: time.Unix(0, m.StartedAt),
+			Isolation: m.Isolation, Cgroup: m.Cgroup, Pgid: m.Pgid, LimitsApplied: m.Limits})
 	}
+}
+
+// runningRecordDelay is how long a job's "running" waits before it is
+// written. Most jobs an agent runs end well within it, and their end's one
+// write (Finish) carries every fact of the start too: pid, start time,
+// isolation, process group, limits; so a short job costs two database
+// transactions (its row, its end), not three.
+//
+// "running" need not be a transaction of its own for the spec's crash
+// safety: what a restarted server needs of a job that has not ended is
+// its row (written before its runner got it: the runner's own exit record
+// and reconnection need nothing more), and it finds the job's runner by
+// its socket and learns the rest from it. The running facts matter after a
+// restart only when the job's runner died too, to end its processes; for
+// the jobs still running after this delay they are written, and until then
+// the server and the runner would both have to die within the same
+// fraction of a second of the job's start. The job's reads (status, list,
+// record) answer from the live job, not the row, meanwhile.
+const runningRecordDelay = 20 * time.Millisecond
+
+// recordRunningLater writes j's running record after runningRecordDelay,
+// unless j has ended by then (its end's record carries the same facts).
+// A timer, never a sleep: nothing waits for this write.
+func (s *Service) recordRunningLater(j *job, r store.Running) {
+	time.AfterFunc(s.runningDelay, func() { s.recordRunning(j, r) })
+}
+
+// recordRunning writes j's running record unless j has ended (then its
+// end's record, written or about to be, carries the same facts); it
+// reports whether it wrote.
+func (s *Service) recordRunning(j *job, r store.Running) bool {
+	if j.done() {
+		return false
+	}
+	select {
+	case <-s.stop:
+		return false // the store may be closed; the next server learns it from the runner
+	default:
+	}
+	if err := s.st.MarkRunning(context.Background(), j.id, r); err != nil && !errors.Is(err, store.ErrNotChanged) {
+		s.log.Warn("mark running", "job", j.id, "err", err)
+	}
+	return true
 }
 
 // applyExit records the end the runner reported, confirms it to the runner,

@@ -187,8 +187,8 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 // still ours) as work left running on purpose.
 func (s *Service) keepLeftovers() {
 	kids := childrenOf(os.Getpid())
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
 	now := map[int]bool{}
 	for _, c := range kids {
 		if !s.runners[c] {
@@ -198,33 +198,72 @@ func (s *Service) keepLeftovers() {
 	s.kept = now // what is no longer our child is forgotten
 }
 
+// leftoversLoop runs keepLeftovers when asked (spawn), until the service
+// stops: one look for every burst of runner exits, not one for each.
+func (s *Service) leftoversLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.leftovers:
+			s.keepLeftovers()
+		}
+	}
+}
+
 // isKept reports whether pid is work a job left running on purpose.
 func (s *Service) isKept(pid int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
 	return s.kept[pid]
 }
 
 // isRunner reports whether pid is a runner this server started.
 func (s *Service) isRunner(pid int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
 	return s.runners[pid]
 }
 
-// childrenOf lists pid's children from /proc/<pid>/task/*/children.
+// childrenOf lists pid's children from /proc/<pid>/task/*/children (every
+// thread's: a child is listed under the thread that forked it). It runs
+// after every runner that leaves, over every thread of the server, so it
+// makes the fewest system calls it can: the task directory read once, each
+// children file opened beneath it and read into one buffer, no os.File.
 func childrenOf(pid int) []int {
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	dfd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
+	defer unix.Close(dfd)
+	buf := make([]byte, 8192)
+	var tids []string
+	for {
+		n, err := unix.ReadDirent(dfd, buf)
+		if err != nil || n <= 0 {
+			break
 		}
-		for _, f := range strings.Fields(string(b)) {
+		_, _, tids = unix.ParseDirent(buf[:n], -1, tids)
+	}
+	var out []int
+	for _, t := range tids {
+		fd, err := unix.Openat(dfd, t+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // the thread is gone
+		}
+		var text []byte
+		for {
+			n, err := unix.Read(fd, buf)
+			if n > 0 {
+				text = append(text, buf[:n]...)
+			}
+			if err != nil || n <= 0 {
+				break
+			}
+		}
+		unix.Close(fd)
+		for _, f := range strings.Fields(string(text)) {
 			if c, err := strconv.Atoi(f); err == nil {
 				out = append(out, c)
 			}

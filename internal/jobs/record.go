@@ -99,19 +99,25 @@ func positive(n int64) *int64 {
 	return &n
 }
 
-// askedLimits is JSON of the limits every job is run with.
-func (s *Service) askedLimits() string {
+// askedLimits is JSON of the limits every job is run with (the service's
+// configuration: made once, in New).
+func (s *Service) askedLimits() string { return s.limitsJSON }
+
+func limitsJSON(cfg Config) string {
 	b, _ := json.Marshal(Limits{
-		RuntimeMS:   positive(s.cfg.MaxRuntime.Milliseconds()),
-		OutputBytes: positive(s.cfg.MaxOutputBytes),
-		MemoryBytes: positive(s.cfg.MemoryMax),
-		Pids:        positive(s.cfg.PidsMax),
+		RuntimeMS:   positive(cfg.MaxRuntime.Milliseconds()),
+		OutputBytes: positive(cfg.MaxOutputBytes),
+		MemoryBytes: positive(cfg.MemoryMax),
+		Pids:        positive(cfg.PidsMax),
 	})
 	return string(b)
 }
 
 // envNames is a JSON array of the names of env, sorted.
 func envNames(env map[string]string) string {
+	if len(env) == 0 {
+		return "[]"
+	}
 	names := make([]string, 0, len(env))
 	for k := range env {
 		names = append(names, k)
@@ -226,6 +232,10 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 	if j != nil {
 		// A live job's events are ahead of its row.
 		j.mu.Lock()
+		if e := j.end; e != nil && !store.IsTerminal(row.Status) {
+			// Its end is known, its row does not have it yet (finish).
+			row.Reason, row.Signal, row.Usage = e.Reason, e.Signal, e.Usage
+		}
 		row.Status, row.ExitCode = j.status, j.exitCode
 		if !j.started.IsZero() {
 			t := j.started

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,21 +84,42 @@ type Service struct {
 
 	mu   sync.Mutex
 	live map[string]*job // jobs whose end is not yet recorded
+
+	// procMu guards runners and kept. It is held while a runner is
+	// started (fork and exec), so a scan for a lost job's processes never
+	// takes a runner just born for one of ours; s.mu is not, so runs and
+	// reads go on meanwhile.
+	procMu sync.Mutex
 	// runners are the pids of the runners this server started and still
 	// waits for (the reaper hands their exit to spawn's goroutine).
 	runners map[int]bool
 	// kept are adopted processes that jobs left running when they ended
 	// by themselves: ending a lost job never kills them.
 	kept map[int]bool
-	pool chan *idleRunner // warm runners waiting for a job
-	// readyDirs are empty job directories made ahead (".ready-…").
-	readyDirs chan string
+	// leftovers asks leftoversLoop for a look at what runners that left
+	// cleanly left us (keepLeftovers): exits that come while it looks
+	// share the next look.
+	leftovers chan struct{}
+	// pool holds the warm runners waiting for a job but one: the one
+	// started last waits in fillPool for room, so WarmRunners wait in
+	// all, not one more (each is a runner and its stage: idle memory).
+	pool chan *idleRunner
+	// warm counts the warm runners started and not yet taken.
+	warm atomic.Int64
+	// readyDirs are job directories made ahead (".ready-…"), each with its
+	// empty script file made and open.
+	readyDirs chan readyDir
 
 	stop chan struct{}
 	wg   sync.WaitGroup
 
 	// flights are the Idempotency-Keys being handled (idempotency.go).
 	flights flights
+
+	// runningDelay is runningRecordDelay (tests change it).
+	runningDelay time.Duration
+	// limitsJSON is askedLimits.
+	limitsJSON string
 }
 
 // New opens the service over an open store and finds the jobs that were
@@ -122,12 +144,12 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		sd.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners, 1)),
-		readyDirs: make(chan string, readyDirCount)}
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 1)),
+		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
 		for _, d := range old {
-			os.Remove(d)
+			os.RemoveAll(d)
 		}
 	}
 	// Scripts of requests a previous server was still receiving.
@@ -155,8 +177,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		s.wg.Add(1)
 		go s.fillPool()
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.fillDirs()
+	go s.leftoversLoop()
 	return s, nil
 }
 
@@ -168,7 +191,7 @@ func (s *Service) Close() {
 	for {
 		select {
 		case d := <-s.readyDirs:
-			os.Remove(filepath.Join(s.cfg.StateDir, d))
+			s.discardDir(d)
 			continue
 		default:
 		}
@@ -178,6 +201,7 @@ func (s *Service) Close() {
 	for {
 		select {
 		case ir := <-s.pool:
+			s.warm.Add(-1)
 			ir.conn.Close()
 			continue
 		default:
@@ -311,7 +335,8 @@ func (s *Service) run(ctx context.Context, req RunRequest, wp WaitParams, starte
 // client); a failure before undoes what was made.
 func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDirs) (err error) {
 	cwd := dirs.cwdReal
-	if err := s.makeJobDir(j.id); err != nil {
+	scriptFile, err := s.makeJobDir(j.id)
+	if err != nil {
 		return fmt.Errorf("make job dir %s: %w", j.dir, err)
 	}
 	rowMade := false
@@ -323,7 +348,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	script := filepath.Join(j.dir, runner.ScriptFile)
 	argv := []string{s.cfg.DefaultShell, script}
 	perm := os.FileMode(0o600)
-	if err := s.writeScript(j.id, script, req, &argv, &perm); err != nil {
+	if err := s.writeScript(j.id, script, req, &argv, &perm, scriptFile); err != nil {
 		return fmt.Errorf("write script of job %s: %w", j.id, err)
 	}
 	home := dirs.homeName
@@ -417,10 +442,16 @@ func (s *Service) SpoolFile() (*os.File, error) {
 
 // writeScript puts the request's script in job id's directory (path is
 // where that is): a spooled file is moved there, a script held in memory
-// is written to a file made exclusively. Both go through the state dir's
-// handle. A "#!" script is executed directly, so it is made executable
-// and argv becomes just its path.
-func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, perm *os.FileMode) error {
+// is written to a file made exclusively: ready, the empty script file made
+// ahead with the directory (makeJobDir), or else one made now. All go
+// through the state dir's handle. A "#!" script is executed directly, so
+// it is made executable and argv becomes just its path. ready is closed.
+func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, perm *os.FileMode, ready *os.File) error {
+	defer func() {
+		if ready != nil { // not taken: a failure
+			ready.Close()
+		}
+	}()
 	shebang := strings.HasPrefix(req.Script, "#!")
 	var spool *os.File
 	if req.ScriptPath != "" {
@@ -442,18 +473,47 @@ func (s *Service) writeScript(id, path string, req RunRequest, argv *[]string, p
 		// No fork while the script is open for writing: a child forked
 		// meanwhile (a runner being started) holds the descriptor until its
 		// own execve, and the job's execve of the script would then fail
-		// with ETXTBSY ("text file busy"). os/exec takes ForkLock to fork.
+		// with ETXTBSY ("text file busy"). os/exec takes ForkLock to fork
+		// and holds it until the child's execve, so once we hold it no
+		// child holds the descriptor: a ready script, open since it was
+		// made, is closed under it too.
 		syscall.ForkLock.RLock()
 		defer syscall.ForkLock.RUnlock()
-		f, err := s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(*perm))
-		if err != nil {
-			return err
+		f := ready
+		ready = nil
+		if f == nil {
+			var err error
+			if f, err = s.sd.Open(jobRel(id)+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, uint32(*perm)); err != nil {
+				return err
+			}
+		} else if *perm != 0o600 {
+			if err := f.Chmod(*perm); err != nil {
+				f.Close()
+				return err
+			}
 		}
-		_, err = f.WriteString(req.Script)
+		_, err := f.WriteString(req.Script)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		return err
+	}
+	if ready != nil {
+		// The spooled file becomes the script: the empty one made ahead
+		// goes (through the job directory's handle).
+		syscall.ForkLock.RLock()
+		ready.Close()
+		syscall.ForkLock.RUnlock()
+		ready = nil
+		jd, err := s.sd.Sub(jobRel(id))
+		if err != nil {
+			return err
+		}
+		err = unix.Unlinkat(jd.Fd(), runner.ScriptFile, 0)
+		jd.Close()
+		if err != nil {
+			return fmt.Errorf("remove the script file made ahead: %w", err)
+		}
 	}
 	if err := spool.Chmod(*perm); err != nil {
 		return err
@@ -476,12 +536,38 @@ const readyPrefix = ".ready-"
 // disk it cost a job's start a third of a millisecond; renaming one is cheap.
 const readyDirCount = 2
 
-// fillDirs keeps readyDirCount empty directories made in jobs/.
+// readyDir is a job directory made ahead, and its empty script file,
+// made exclusively and open for writing: a job's start then makes no file
+// of its own (a new inode is among the dearer file system operations).
+type readyDir struct {
+	rel    string // relative to the state dir
+	script *os.File
+}
+
+// fillDirs keeps readyDirCount directories made in jobs/, each with its
+// script file.
 func (s *Service) fillDirs() {
-	keepFilled(s, s.readyDirs, "make a job directory ahead", func() (string, error) {
-		d := "jobs/" + readyPrefix + NewID()
-		return d, s.sd.Mkdir(d, 0o700)
-	}, func(d string) { os.Remove(filepath.Join(s.cfg.StateDir, d)) })
+	keepFilled(s, s.readyDirs, "make a job directory ahead", func() (readyDir, error) {
+		d := readyDir{rel: "jobs/" + readyPrefix + NewID()}
+		if err := s.sd.Mkdir(d.rel, 0o700); err != nil {
+			return d, err
+		}
+		f, err := s.sd.Open(d.rel+"/"+runner.ScriptFile, os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			os.Remove(filepath.Join(s.cfg.StateDir, d.rel))
+			return d, err
+		}
+		d.script = f
+		return d, nil
+	}, s.discardDir)
+}
+
+// discardDir removes a directory made ahead and never used.
+func (s *Service) discardDir(d readyDir) {
+	if d.script != nil {
+		d.script.Close()
+	}
+	os.RemoveAll(filepath.Join(s.cfg.StateDir, d.rel))
 }
 
 // keepFilled makes items with produce and puts them in ch until the
@@ -511,23 +597,25 @@ func keepFilled[T any](s *Service, ch chan T, what string, produce func() (T, er
 
 // makeJobDir makes job id's directory, from a directory made ahead when
 // one is ready (renamed without replacing anything, through the state
-// dir's handle).
-func (s *Service) makeJobDir(id string) error {
+// dir's handle): then its script file, empty and open for writing, comes
+// with it (nil: writeScript makes it).
+func (s *Service) makeJobDir(id string) (*os.File, error) {
 	select {
 	case d := <-s.readyDirs:
-		if err := s.sd.Rename(d, jobRel(id)); err == nil {
-			return nil
+		if err := s.sd.Rename(d.rel, jobRel(id)); err == nil {
+			return d.script, nil
 		}
-		os.Remove(filepath.Join(s.cfg.StateDir, d))
+		s.discardDir(d)
 	default:
 	}
-	return s.sd.Mkdir(jobRel(id), 0o700)
+	return nil, s.sd.Mkdir(jobRel(id), 0o700)
 }
 
 // takeIdle returns a warm runner, or nil when none is ready.
 func (s *Service) takeIdle() *idleRunner {
 	select {
 	case ir := <-s.pool:
+		s.warm.Add(-1)
 		return ir
 	default:
 		return nil
@@ -539,6 +627,7 @@ func (s *Service) takeIdle() *idleRunner {
 func (s *Service) putBack(ir *idleRunner) {
 	select {
 	case s.pool <- ir:
+		s.warm.Add(1)
 	default:
 		ir.conn.Close()
 	}
@@ -604,8 +693,11 @@ type idleRunner struct {
 func (s *Service) fillPool() {
 	keepFilled(s, s.pool, "start warm runner", func() (*idleRunner, error) {
 		pid, conn, err := s.spawn(".", runner.PoolPlaceholder)
+		if err == nil {
+			s.warm.Add(1)
+		}
 		return &idleRunner{pid: pid, conn: conn}, err
-	}, func(ir *idleRunner) { ir.conn.Close() })
+	}, func(ir *idleRunner) { s.warm.Add(-1); ir.conn.Close() })
 }
 
 // spawn starts a runner in its own session, handing it one end of a
@@ -648,27 +740,30 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	// Its own session: the runner and the job survive the server's stop,
 	// crash or upgrade, and signals to the server's group do not reach them.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	s.mu.Lock()
+	s.procMu.Lock()
 	// The process's one reaper collects the runner's exit (it also reaps
 	// every orphan we adopt, so nothing else may wait for a child).
 	exited, err := reaper.Start(cmd)
 	if err != nil {
-		s.mu.Unlock()
+		s.procMu.Unlock()
 		ours.Close()
 		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.RunnerPath, err)
 	}
 	pid := cmd.Process.Pid // Release below clears it
 	s.runners[pid] = true
-	s.mu.Unlock()
+	s.procMu.Unlock()
 	go func() {
 		ex := <-exited
 		cmd.Process.Release()
-		s.mu.Lock()
+		s.procMu.Lock()
 		delete(s.runners, ex.Pid)
-		s.mu.Unlock()
+		s.procMu.Unlock()
 		if ex.Status.Exited() && ex.Status.ExitStatus() == 0 {
 			// A runner that left cleanly: what it leaves us is kept.
-			s.keepLeftovers()
+			select {
+			case s.leftovers <- struct{}{}:
+			default: // a look is asked for already, and comes after this exit
+			}
 		}
 	}()
 	c, err := net.FileConn(ours)
@@ -699,17 +794,22 @@ func (s *Service) lookup(id string) *job {
 // record already held a terminal state (the runner recorded it itself), the
 // recorded one wins.
 //
+// The waiters are woken before the write: the end is answered from memory
+// at once, and the database's write is off the path of the answer. Nothing
+// is lost by it: j stays among the live jobs until its row says it ended,
+// so no read falls back to a row that does not yet; and its runner is told
+// the exit is recorded (applyExit's ack) only after the write, so a server
+// that dies meanwhile leaves the exit with the runner, which records it
+// itself (or hands it to the next server).
+//
 // A write the database refuses (a full disk: SQLITE_FULL, an I/O error)
-// is retried until it is taken, never dropped: the job's end is answered
-// from memory meanwhile (its waiters see it at once), it stays among the
-// live jobs so no read falls back to the stale row, and its runner is not
-// told the exit is recorded — it holds it too.
+// is retried until it is taken, never dropped, the same way.
 func (s *Service) finish(j *job, e store.Exit) {
+	j.setEnd(e)
 	ctx := context.Background()
 	err := s.st.Finish(ctx, j.id, e)
 	for wait := finishRetryMin; err != nil && !errors.Is(err, store.ErrNotChanged); wait = min(2*wait, finishRetryMax) {
 		s.log.Error("record job end: will retry", "job", j.id, "err", err, "in", wait)
-		j.setEnd(e)
 		select {
 		case <-s.stop:
 			return // the runner still holds the exit and records it itself
@@ -723,9 +823,9 @@ func (s *Service) finish(j *job, e store.Exit) {
 			if row.EndedAt != nil {
 				e.EndedAt = *row.EndedAt
 			}
+			j.setRecordedEnd(e)
 		}
 	}
-	j.setEnd(e)
 	s.forget(j)
 	s.ended(j, e)
 }

@@ -1,11 +1,13 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/outputlog"
@@ -397,13 +399,16 @@ func (s *Service) Status(ctx context.Context, id string) (*StatusView, error) {
 }
 
 // List returns jobs newest first. Rows of live jobs show what their events
-// said last, as Status does.
+// said last, as Status does; asked for one status, it also finds the live
+// jobs whose events say so before their rows do (running is written a
+// moment after it is heard, an end just after it is answered).
 func (s *Service) List(ctx context.Context, status string, limit int) ([]*store.Job, error) {
 	rows, err := s.st.List(ctx, status, limit)
 	if err != nil {
 		return nil, err
 	}
 	out := rows[:0]
+	seen := map[string]bool{}
 	for _, r := range rows {
 		if j := s.lookup(r.ID); j != nil {
 			v := j.view()
@@ -411,9 +416,47 @@ func (s *Service) List(ctx context.Context, status string, limit int) ([]*store.
 		}
 		if status == "" || r.Status == status {
 			out = append(out, r)
+			seen[r.ID] = true
+		}
+	}
+	if status == "" {
+		return out, nil
+	}
+	added := false
+	for _, j := range s.liveJobs() {
+		if seen[j.id] {
+			continue
+		}
+		v := j.view()
+		if v.Status != status {
+			continue
+		}
+		r, err := s.st.Get(ctx, j.id)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		r.Status, r.StartedAt = v.Status, v.StartedAt
+		out = append(out, r)
+		added = true
+	}
+	if added {
+		slices.SortFunc(out, func(a, b *store.Job) int { return cmp.Compare(b.Seq, a.Seq) })
+		if len(out) > limit {
+			out = out[:limit]
 		}
 	}
 	return out, nil
+}
+
+// liveJobs returns the live jobs.
+func (s *Service) liveJobs() []*job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*job, 0, len(s.live))
+	for _, j := range s.live {
+		out = append(out, j)
+	}
+	return out
 }
 
 // Terminate ends a job's whole process tree and answers its view once
