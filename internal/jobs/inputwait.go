@@ -56,7 +56,10 @@ func (s *Service) inputWaitNow(ctx context.Context, j *job) bool {
 	if j.mode != "pty" || j.done() {
 		return false
 	}
-	a, err := s.request(ctx, j, &proto.Msg{T: proto.TInputWaitQuery})
+	// Given up at the job's end: a runner past its exit may not answer,
+	// and a server still recording that end (a full disk) must not keep
+	// the request waiting on it.
+	a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TInputWaitQuery})
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err != nil || a.Err != "" {

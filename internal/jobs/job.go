@@ -274,9 +274,9 @@ func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
 		t := time.Unix(0, m.StartedAt)
 		e.StartedAt = &t
 	}
-	s.finish(j, e)
-	_ = c.Send(&proto.Msg{T: proto.TExitAck})
-	// Acks that follow the exit (terminate) still arrive; read them out.
+	// Acks that follow the exit (a terminate's, an input-wait look's)
+	// still arrive: they are read out from here on, while the end is
+	// recorded, which a full disk can hold up for as long as it is full.
 	go func() {
 		for {
 			m, err := c.Recv()
@@ -290,6 +290,8 @@ func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
 		s.releasePending(j)
 		c.Close()
 	}()
+	s.finish(j, e)
+	_ = c.Send(&proto.Msg{T: proto.TExitAck})
 }
 
 // releasePending answers every request still waiting on a runner that is
@@ -372,5 +374,37 @@ func (s *Service) request(ctx context.Context, j *job, m *proto.Msg) (*proto.Msg
 		delete(j.pending, m.ID)
 		j.mu.Unlock()
 		return nil, ctx.Err()
+	}
+}
+
+// requestUntilEnd is request, given up once the job has ended (its
+// answer then no longer matters, and a runner past its exit need not
+// give one): ErrNotRunning.
+func (s *Service) requestUntilEnd(ctx context.Context, j *job, m *proto.Msg) (*proto.Msg, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		a   *proto.Msg
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		a, err := s.request(ctx, j, m)
+		got <- answer{a, err}
+	}()
+	for {
+		j.mu.Lock()
+		ended, changed := store.IsTerminal(j.status), j.changed
+		j.mu.Unlock()
+		if ended {
+			cancel()
+			<-got
+			return nil, fmt.Errorf("job %s: %w", j.id, ErrNotRunning)
+		}
+		select {
+		case r := <-got:
+			return r.a, r.err
+		case <-changed:
+		}
 	}
 }
