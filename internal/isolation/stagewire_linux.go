@@ -19,7 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/shellctl/shellctl/internal/jsonstr"
 )
 
 // stageWireVersion is the first byte of every request.
@@ -156,7 +157,7 @@ func appendFailReply(b []byte, code int, msg string) []byte {
 	b = append(b, `{"code":`...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, `,"err":`...)
-	b = appendJSONString(b, msg)
+	b = jsonstr.Append(b, msg)
 	return append(b, "}\n"...)
 }
 
@@ -166,11 +167,11 @@ func appendApplied(b []byte, a *Applied) []byte {
 	b = strconv.AppendBool(b, a.Enabled)
 	if a.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendJSONString(b, a.Reason)
+		b = jsonstr.Append(b, a.Reason)
 	}
 	if a.Error != "" {
 		b = append(b, `,"error":`...)
-		b = appendJSONString(b, a.Error)
+		b = jsonstr.Append(b, a.Error)
 	}
 	if a.ABI != 0 {
 		b = append(b, `,"abi":`...)
@@ -197,7 +198,7 @@ func appendApplied(b []byte, a *Applied) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"path":`...)
-			b = appendJSONString(b, r.Path)
+			b = jsonstr.Append(b, r.Path)
 			b = append(b, `,"access":`...)
 			b = appendJSONStrings(b, r.Access)
 			b = append(b, '}')
@@ -211,9 +212,9 @@ func appendApplied(b []byte, a *Applied) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"path":`...)
-			b = appendJSONString(b, s.Path)
+			b = jsonstr.Append(b, s.Path)
 			b = append(b, `,"reason":`...)
-			b = appendJSONString(b, s.Reason)
+			b = jsonstr.Append(b, s.Reason)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -236,62 +237,7 @@ func appendJSONStrings(b []byte, l []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = jsonstr.Append(b, s)
 	}
 	return append(b, ']')
-}
-
-// appendJSONString writes s as a JSON string the way encoding/json does:
-// <, > and & escaped for HTML, invalid UTF-8 as U+FFFD, U+2028 and
-// U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

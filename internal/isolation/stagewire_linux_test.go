@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/shellctl/shellctl/internal/jsonstr"
 )
 
 // trickyStrings are what JSON escaping and the wire's lengths must get
@@ -89,7 +91,7 @@ func TestStageRequestHugeCount(t *testing.T) {
 func TestStageRepliesAreEncodingJSON(t *testing.T) {
 	for _, s := range trickyStrings {
 		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
+		if got := jsonstr.Append(nil, s); string(got) != string(want) {
 			t.Errorf("string %q: got %s want %s", s, got, want)
 		}
 	}

@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/shellctl/shellctl/internal/jsonstr"
 	"golang.org/x/sys/unix"
-
-	"github.com/shellctl/shellctl/internal/runner/proto"
 )
 
 // AppliedLimits are the limits in force for a job, as its runner applied
@@ -89,7 +88,7 @@ func (a *AppliedLimits) appendJSON(b []byte) []byte {
 	ptr(`,"pids":`, a.Pids)
 	if a.Why != "" {
 		b = append(b, `,"why":`...)
-		b = proto.AppendJSONString(b, a.Why)
+		b = jsonstr.Append(b, a.Why)
 	}
 	return append(b, '}')
 }
@@ -103,7 +102,7 @@ func (u *Usage) appendJSON(b []byte) []byte {
 	b = append(b, `,"max_rss_kib":`...)
 	b = strconv.AppendInt(b, u.MaxRSSKiB, 10)
 	b = append(b, `,"source":`...)
-	b = proto.AppendJSONString(b, u.Source)
+	b = jsonstr.Append(b, u.Source)
 	return append(b, '}')
 }
 

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/shellctl/shellctl/internal/jsonstr"
 )
 
 // Reader reads one JSON value in encoding/json's canonical form. Its
@@ -462,7 +464,7 @@ func appendMsgFast(b []byte, m *Msg) ([]byte, bool) {
 			b = append(b, ',', '"')
 			b = append(b, key...)
 			b = append(b, '"', ':')
-			b = AppendJSONString(b, v)
+			b = jsonstr.Append(b, v)
 		}
 	}
 	num := func(key string, v int64) {
@@ -481,7 +483,7 @@ func appendMsgFast(b []byte, m *Msg) ([]byte, bool) {
 		}
 	}
 	b = append(b, `{"t":`...)
-	b = AppendJSONString(b, m.T)
+	b = jsonstr.Append(b, m.T)
 	num("id", m.ID)
 	str("status", m.Status)
 	num("pid", int64(m.PID))
@@ -512,7 +514,7 @@ func appendMsgFast(b []byte, m *Msg) ([]byte, bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = AppendJSONString(b, k)
+			b = jsonstr.Append(b, k)
 		}
 		b = append(b, ']')
 	}
@@ -522,59 +524,4 @@ func appendMsgFast(b []byte, m *Msg) ([]byte, bool) {
 	boo("waiting", m.Waiting)
 	num("input_seq", m.InputSeq)
 	return append(b, '}', '\n'), true
-}
-
-// AppendJSONString writes s as a JSON string the way encoding/json does:
-// <, > and & escaped for HTML, invalid UTF-8 as U+FFFD, U+2028 and U+2029
-// escaped.
-func AppendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
