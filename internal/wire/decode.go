@@ -148,12 +148,16 @@ func (p *resultReader) str() string {
 				p.ok = false
 				return ""
 			}
-			v, err := strconv.ParseUint(string(s[2:6]), 16, 16)
-			if err != nil || utf16.IsSurrogate(rune(v)) {
+			v, ok := hex4(s[2:6])
+			if !ok || utf16.IsSurrogate(rune(v)) {
 				p.ok = false // pairs and lone halves: encoding/json's rules
 				return ""
 			}
-			b.WriteRune(rune(v))
+			if v < utf8.RuneSelf {
+				b.WriteByte(byte(v))
+			} else {
+				b.WriteRune(rune(v))
+			}
 			s = s[6:]
 			continue
 		default:
@@ -162,6 +166,26 @@ func (p *resultReader) str() string {
 		}
 		s = s[2:]
 	}
+}
+
+// hex4 reads four hexadecimal digits (a \u escape's), without the string
+// strconv would need: a window of NULs is half a million escapes.
+func hex4(b []byte) (v uint16, ok bool) {
+	for _, c := range b[:4] {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint16(d)
+	}
+	return v, true
 }
 
 // plainText: bytes a JSON string holds as they are and that decode to

@@ -84,7 +84,7 @@ func TestJobResultOtherShapesMatchEncodingJSON(t *testing.T) {
 	}
 	// Random strings of tricky bytes and escapes inside the server's shape.
 	rng := rand.New(rand.NewPCG(5, 6))
-	pieces := []string{"a", "é", "世", "\\n", "\\\"", "\\\\", "\\/", "\\u0000", "\\u00e9", "\\ud83d\\ude00", "\\ud800", "\\uzzzz", "\\x", "\"", "\x01", "\xff", "\\", " "}
+	pieces := []string{"a", "é", "世", "\\n", "\\\"", "\\\\", "\\/", "\\u0000", "\\u00e9", "\\ud83d\\ude00", "\\ud800", "\\uzzzz", "\\u00E9", "\\u00Ff", "\\u0g00", "\\u12", "\\x", "\"", "\x01", "\xff", "\\", " "}
 	for n := 0; n < 5000; n++ {
 		var b strings.Builder
 		for k := rng.IntN(12); k > 0; k-- {
@@ -96,6 +96,19 @@ func TestJobResultOtherShapesMatchEncodingJSON(t *testing.T) {
 	old := JobResult{JobID: "old", Output: "old"}
 	if err := json.Unmarshal([]byte(`{"job_id":"new"}`), &old); err != nil || old.JobID != "new" || old.Output != "old" {
 		t.Fatalf("partial answer into a filled result: %+v %v", old, err)
+	}
+}
+
+// BenchmarkDecodeNULWindow: a 512 KiB window of NULs, half a million
+// \u0000 escapes.
+func BenchmarkDecodeNULWindow(b *testing.B) {
+	data, _ := json.Marshal(plainResult{JobID: "0123456789abcdef", Status: "exited", Done: true, OutputPath: "/x", Output: strings.Repeat("\x00", 512<<10), Offset: 1})
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		var r JobResult
+		if err := r.UnmarshalJSON(data); err != nil || len(r.Output) != 512<<10 {
+			b.Fatal(err)
+		}
 	}
 }
 
