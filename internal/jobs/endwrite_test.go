@@ -133,3 +133,36 @@ func TestAcksAfterTheExitArriveWhileTheEndIsWritten(t *testing.T) {
 		t.Fatalf("terminate's ack while the end's write is held: %+v %v", a, err)
 	}
 }
+
+// A restarted server waits for the runners of the jobs a crash cut off
+// while they started all at once: with several such jobs it serves after
+// about one startupGrace, not one per job (12 jobs kept it from serving
+// for 24 s: TestFaultServerKilledDuringRunBurst flaked on it).
+func TestReconcileWaitsForRunnersAtOnce(t *testing.T) {
+	s := newTestService(t)
+	const n = 5
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = NewID()
+		// "created", no runner recorded: the previous server may have
+		// handed the job to a runner just before it died.
+		if err := s.st.Insert(context.Background(), &store.Job{ID: ids[i], Mode: "stdio", Cwd: "/", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(runner.JobDir(s.cfg.StateDir, ids[i]), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := s.reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*startupGrace {
+		t.Errorf("reconcile of %d starting jobs took %v: the waits for their runners did not overlap (one grace is %v)", n, took, startupGrace)
+	}
+	for _, id := range ids {
+		if row := rowOf(t, s, id); row.Status != store.StatusFailed {
+			t.Errorf("job %s after reconcile: %s, want failed (its runner never came)", id, row.Status)
+		}
+	}
+}

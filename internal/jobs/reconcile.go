@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -12,8 +13,9 @@ import (
 )
 
 // startupGrace is how long a restarted server keeps trying to reach the
-// runner of a job that was starting when the previous server stopped: the
-// runner binds its control socket first thing, so this is generous.
+// runner of a job that was starting when the previous server stopped (the
+// runner binds its control socket once its job is on its way); the
+// runners of all such jobs are waited for at once.
 const startupGrace = 2 * time.Second
 
 // reconcile finds the jobs that were not finished when the previous server
@@ -24,7 +26,14 @@ func (s *Service) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, row := range rows {
+	jobs := make([]*job, len(rows))
+	conns := make([]*proto.Conn, len(rows))
+	// Every runner is dialled at once: a job whose runner may still be
+	// about to listen is waited for up to startupGrace, and those waits
+	// overlap (one after another, a burst of jobs cut off by a crash kept
+	// the restarted server from serving for startupGrace × their number).
+	var wg sync.WaitGroup
+	for i, row := range rows {
 		j := newJob(row.ID, runner.JobDir(s.cfg.StateDir, row.ID), row.Mode)
 		j.status = row.Status
 		j.created = row.CreatedAt
@@ -34,7 +43,16 @@ func (s *Service) reconcile(ctx context.Context) error {
 		j.size = s.fileSize(row.ID)
 		j.key = row.ControlKey
 		j.lastGrow = time.Now()
-		c := s.redial(j, row)
+		jobs[i] = j
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conns[i] = s.redial(j, row)
+		}()
+	}
+	wg.Wait()
+	for i, row := range rows {
+		j, c := jobs[i], conns[i]
 		if c == nil {
 			s.endUnreachable(ctx, j, row)
 			continue
