@@ -349,6 +349,19 @@ func (s *Service) lostChannel(j *job, c *proto.Conn, cause error) {
 
 // request sends m to j's runner and waits for its ack.
 func (s *Service) request(ctx context.Context, j *job, m *proto.Msg) (*proto.Msg, error) {
+	return s.call(ctx, j, m, false)
+}
+
+// requestUntilEnd is request, given up once the job has ended (its
+// answer then no longer matters, and a runner past its exit need not
+// give one): ErrNotRunning.
+func (s *Service) requestUntilEnd(ctx context.Context, j *job, m *proto.Msg) (*proto.Msg, error) {
+	return s.call(ctx, j, m, true)
+}
+
+// call sends m to j's runner and waits for its ack, the context's end, or
+// (untilEnd) the job's end.
+func (s *Service) call(ctx context.Context, j *job, m *proto.Msg, untilEnd bool) (*proto.Msg, error) {
 	j.mu.Lock()
 	c := j.conn
 	if c == nil {
@@ -360,50 +373,33 @@ func (s *Service) request(ctx context.Context, j *job, m *proto.Msg) (*proto.Msg
 	ch := make(chan *proto.Msg, 1)
 	j.pending[m.ID] = ch
 	j.mu.Unlock()
-	if err := c.Send(m); err != nil {
+	forget := func() {
 		j.mu.Lock()
 		delete(j.pending, m.ID)
 		j.mu.Unlock()
+	}
+	if err := c.Send(m); err != nil {
+		forget()
 		return nil, fmt.Errorf("job %s: %w", j.id, err)
 	}
-	select {
-	case a := <-ch:
-		return a, nil
-	case <-ctx.Done():
-		j.mu.Lock()
-		delete(j.pending, m.ID)
-		j.mu.Unlock()
-		return nil, ctx.Err()
-	}
-}
-
-// requestUntilEnd is request, given up once the job has ended (its
-// answer then no longer matters, and a runner past its exit need not
-// give one): ErrNotRunning.
-func (s *Service) requestUntilEnd(ctx context.Context, j *job, m *proto.Msg) (*proto.Msg, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type answer struct {
-		a   *proto.Msg
-		err error
-	}
-	got := make(chan answer, 1)
-	go func() {
-		a, err := s.request(ctx, j, m)
-		got <- answer{a, err}
-	}()
 	for {
-		j.mu.Lock()
-		ended, changed := store.IsTerminal(j.status), j.changed
-		j.mu.Unlock()
-		if ended {
-			cancel()
-			<-got
-			return nil, fmt.Errorf("job %s: %w", j.id, ErrNotRunning)
+		var changed <-chan struct{} // nil: the job's changes are not waited on
+		if untilEnd {
+			j.mu.Lock()
+			ended := store.IsTerminal(j.status)
+			changed = j.changed
+			j.mu.Unlock()
+			if ended {
+				forget()
+				return nil, fmt.Errorf("job %s: %w", j.id, ErrNotRunning)
+			}
 		}
 		select {
-		case r := <-got:
-			return r.a, r.err
+		case a := <-ch:
+			return a, nil
+		case <-ctx.Done():
+			forget()
+			return nil, ctx.Err()
 		case <-changed:
 		}
 	}
