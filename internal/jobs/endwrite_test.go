@@ -166,3 +166,32 @@ func TestReconcileWaitsForRunnersAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A server that stops while the end's write is held up never tells the
+// runner the exit is recorded: the runner keeps it and records it itself.
+func TestExitNotAckedWhenTheServerStopsBeforeItsWrite(t *testing.T) {
+	s := newTestService(t)
+	j := addLivePTY(t, s, "00000000000000a3")
+	rn := runnerPair(t, s, j)
+	release := lockDB(t, s)
+	defer release()
+	changed := j.look().changed
+	if err := rn.Send(&proto.Msg{T: proto.TExit, Status: store.StatusExited, ExitCode: code0(), Reason: runner.ReasonExited, EndedAt: time.Now().UnixNano(), Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed: // the end is known in memory; its write waits
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exit was not taken")
+	}
+	go s.Close()
+	for {
+		m, err := rn.Recv()
+		if err != nil {
+			return // the channel closed with no ack
+		}
+		if m.T == proto.TExitAck {
+			t.Fatal("the runner was told its exit is recorded, but the server stopped before writing it")
+		}
+	}
+}

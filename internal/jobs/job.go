@@ -290,8 +290,12 @@ func (s *Service) applyExit(j *job, c *proto.Conn, m *proto.Msg) {
 		s.releasePending(j)
 		c.Close()
 	}()
-	s.finish(j, e)
-	_ = c.Send(&proto.Msg{T: proto.TExitAck})
+	// The ack tells the runner its exit is recorded: never sent for an
+	// end the server stopped before writing (the runner keeps it and
+	// records it itself).
+	if s.finish(j, e) {
+		_ = c.Send(&proto.Msg{T: proto.TExitAck})
+	}
 }
 
 // releasePending answers every request still waiting on a runner that is

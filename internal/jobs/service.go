@@ -103,6 +103,8 @@ type Service struct {
 	// pool holds the warm runners waiting for a job but one: the one
 	// started last waits in fillPool for room, so WarmRunners wait in
 	// all, not one more (each is a runner and its stage: idle memory).
+	// With one warm runner the channel holds none: takeIdle receives
+	// from fillPool's waiting send.
 	pool chan *idleRunner
 	// warm counts the warm runners started and not yet taken.
 	warm atomic.Int64
@@ -110,8 +112,9 @@ type Service struct {
 	// empty script file made and open.
 	readyDirs chan readyDir
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop      chan struct{}
+	closeOnce sync.Once // Close once: later calls do nothing
+	wg        sync.WaitGroup
 
 	// flights are the Idempotency-Keys being handled (idempotency.go).
 	flights flights
@@ -144,7 +147,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		sd.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 1)),
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 0)),
 		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1)}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
@@ -186,6 +189,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 // Close stops background work. Running jobs are left running: their
 // runners outlive the server.
 func (s *Service) Close() {
+	first := false
+	s.closeOnce.Do(func() { first = true })
+	if !first {
+		return // closed already
+	}
 	close(s.stop)
 	s.wg.Wait()
 	for {
@@ -804,7 +812,7 @@ func (s *Service) lookup(id string) *job {
 //
 // A write the database refuses (a full disk: SQLITE_FULL, an I/O error)
 // is retried until it is taken, never dropped, the same way.
-func (s *Service) finish(j *job, e store.Exit) {
+func (s *Service) finish(j *job, e store.Exit) (recorded bool) {
 	j.setEnd(e)
 	ctx := context.Background()
 	err := s.st.Finish(ctx, j.id, e)
@@ -812,7 +820,7 @@ func (s *Service) finish(j *job, e store.Exit) {
 		s.log.Error("record job end: will retry", "job", j.id, "err", err, "in", wait)
 		select {
 		case <-s.stop:
-			return // the runner still holds the exit and records it itself
+			return false // the runner still holds the exit and records it itself
 		case <-time.After(wait):
 		}
 		err = s.st.Finish(ctx, j.id, e)
@@ -828,6 +836,7 @@ func (s *Service) finish(j *job, e store.Exit) {
 	}
 	s.forget(j)
 	s.ended(j, e)
+	return true
 }
 
 // ended logs and counts the end of j, recorded as e.
