@@ -352,17 +352,18 @@ func TestHarnessReapsStaleGroups(t *testing.T) {
 	if err := left.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { left.Process.Kill(); left.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- left.Wait() }()
+	defer func() { left.Process.Kill(); <-exited }()
 	if err := os.WriteFile(filepath.Join(stale, "cgroup.procs"), []byte(strconv.Itoa(left.Process.Pid)), 0); err != nil {
 		t.Skipf("cannot move a process into a cgroup here: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- left.Wait() }()
 	if n := reapStaleGroups(); n < 1 {
 		t.Fatalf("reapStaleGroups ended %d groups, want the stale one", n)
 	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		exited <- err // for the deferred cleanup
 	case <-time.After(10 * time.Second):
 		t.Fatal("the process in the stale group is still running")
 	}
