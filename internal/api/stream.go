@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/shellctl/shellctl/internal/httperr"
 	"github.com/shellctl/shellctl/internal/jobs"
@@ -218,7 +217,7 @@ func appendOutput(ev []byte, c outputlog.Chunk) []byte {
 		ev = append(ev, ",\"text\":"...)
 		// The JobResult's encoder (shapes.go); the chunk is valid UTF-8
 		// and is not touched while it is appended.
-		ev = appendString(ev, unsafe.String(unsafe.SliceData(c.Data), len(c.Data)))
+		ev = appendBytes(ev, c.Data)
 	} else {
 		ev = append(ev, ",\"base64\":\""...)
 		ev = base64.StdEncoding.AppendEncode(ev, c.Data)

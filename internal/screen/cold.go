@@ -1,5 +1,7 @@
 package screen
 
+import "bytes"
+
 // The cold screen: no emulator until one is needed.
 //
 // An emulator costs two buffers of cols × rows cells (2.2 MB at 200×50)
@@ -99,7 +101,7 @@ func (c *cold) take(p []byte, cols, rows int) bool {
 				c.rows = append(c.rows, nil)
 			}
 			if c.rows[c.y] == nil {
-				c.rows[c.y] = blankRow(cols)
+				c.rows[c.y] = bytes.Repeat([]byte{' '}, cols)
 			}
 			c.rows[c.y][c.x] = b
 			c.wrap = c.x >= cols-1
@@ -127,15 +129,6 @@ func (c *cold) take(p []byte, cols, rows int) bool {
 	return true
 }
 
-// blankRow is a blank row.
-func blankRow(n int) []byte {
-	r := make([]byte, n)
-	for i := range r {
-		r[i] = ' '
-	}
-	return r
-}
-
 // snapshot is the cold screen as Snapshot answers it.
 func (c *cold) snapshot(cols, rows, scrollback int) Snapshot {
 	s := Snapshot{
@@ -145,7 +138,7 @@ func (c *cold) snapshot(cols, rows, scrollback int) Snapshot {
 	}
 	for y, r := range c.rows {
 		if r != nil {
-			s.Lines[y] = trimBlanks(r)
+			s.Lines[y] = string(bytes.TrimRight(r, " "))
 		}
 	}
 	if scrollback > 0 {
@@ -153,14 +146,6 @@ func (c *cold) snapshot(cols, rows, scrollback int) Snapshot {
 		s.Scrollback = &l
 	}
 	return s
-}
-
-func trimBlanks(r []byte) string {
-	n := len(r)
-	for n > 0 && r[n-1] == ' ' {
-		n--
-	}
-	return string(r[:n])
 }
 
 func (c *cold) footprint() int64 {

@@ -235,10 +235,7 @@ func (t *Term) fastForward(p []byte) int {
 	// From here the screen is pending: its rows above the bottom one, as
 	// text (what is drawn again is their characters; their colours are
 	// not reported), then the further lines, each scrolling it by a row.
-	t.pend = &pending{rows: make([][]byte, 0, t.rows)}
-	for y := range t.rows - 1 {
-		t.pend.rows = append(t.pend.rows, []byte(t.row(y)))
-	}
+	t.startPending(0)
 	t.extend(p[ends[0]:ends[len(ends)-1]], ends[1:], ends[0])
 	return ends[len(ends)-1]
 }
@@ -373,10 +370,7 @@ func (t *Term) wrapForward(p []byte, x int) int {
 	// The next character wraps: the top row scrolls off, the others move
 	// up a row, and the bottom row is blank with the cursor at its start.
 	t.sb.push([]byte(t.row(0)))
-	t.pend = &pending{rows: make([][]byte, 0, t.rows)}
-	for y := 1; y < t.rows; y++ {
-		t.pend.rows = append(t.pend.rows, []byte(t.row(y)))
-	}
+	t.startPending(1)
 	if cut > fill {
 		t.wrapRows(p, fill, cut)
 	}
@@ -387,6 +381,15 @@ func (t *Term) wrapForward(p []byte, x int) int {
 func (t *Term) wrapRows(p []byte, a, b int) {
 	t.spans = splitRows(p, a, b, t.cols, t.spans[:0])
 	t.scrollRows(p, t.spans)
+}
+
+// startPending makes the screen pending: its rows from the emulator's row
+// from on, rows-1 of them, as text.
+func (t *Term) startPending(from int) {
+	t.pend = &pending{rows: make([][]byte, 0, t.rows)}
+	for y := from; y < from+t.rows-1; y++ {
+		t.pend.rows = append(t.pend.rows, []byte(t.row(y)))
+	}
 }
 
 // materialize gives the emulator the pending screen.
