@@ -63,8 +63,9 @@ func (b *batch) reset() {
 	b.pieces, b.used = b.pieces[:0], 0
 }
 
-// errWriterStopped says the writer stage has stopped on an error, which
-// pipeline.close returns.
+// errWriterStopped is what flush and add return to the reading stage once
+// the writer stage has stopped on an error; Restore answers the writer's
+// own error (close returns it) in its place.
 var errWriterStopped = errors.New("restore writer stopped")
 
 // pipeline is the hand-over between the two stages of a restore.
@@ -74,7 +75,7 @@ type pipeline struct {
 	done chan struct{} // closed when the writer has returned
 	err  error         // the writer's error, read after done
 	cur  *batch        // the batch being filled
-	shut bool
+	shut bool          // closed already: close is safe to call twice
 }
 
 // newPipeline starts the writer stage: apply is called on each batch in

@@ -180,8 +180,9 @@ var errStateDir = errors.New("inside the server's state dir")
 
 // sourceReader remembers the first error of the request body, so a decoder
 // error can be told apart: caused by the transport (environmental) or by
-// the bytes themselves (malformed). The lock keeps it safe whichever
-// goroutine reads (the zstd decoder with concurrency > 1 reads from its own).
+// the bytes themselves (malformed). The lock is there because two
+// goroutines use it: the body's prefetcher reads src while the reading
+// stage asks for its count and first error.
 type sourceReader struct {
 	r   io.Reader
 	mu  sync.Mutex
