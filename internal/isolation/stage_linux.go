@@ -171,8 +171,7 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 		if a.Error == "" && !a.Enabled {
 			a.Error = err.Error()
 		}
-		b, _ := json.Marshal(&a)
-		st.Applied = string(b)
+		st.Applied = string(appendApplied(nil, &a))
 		return st
 	}
 	req := stageRequest{Config: *cfg, TTY: tty}

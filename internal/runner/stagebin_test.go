@@ -4,17 +4,33 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+// program writes a shell script that exits with code.
+func program(t *testing.T, to string, code int) {
 	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Skipf("no %s: %v", from, err)
+	if err := os.WriteFile(to, []byte("#!/bin/sh\nexit "+strconv.Itoa(code)+"\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if err := os.WriteFile(to, b, mode); err != nil {
+}
+
+// binaryThatSucceeds copies this test binary to to: run with -test.run=^$
+// it exits 0. (A script cannot be started through a descriptor that
+// closes at exec: its interpreter could not open it.)
+func binaryThatSucceeds(t *testing.T, to string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -24,7 +40,7 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 func TestStageBinaryStartsByHandle(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, StageBinary)
-	copyFile(t, "/bin/true", p, 0o755)
+	binaryThatSucceeds(t, p)
 	h, err := openExecutable(dir, StageBinary, filepath.Join(dir, "shellctl-runner"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +50,8 @@ func TestStageBinaryStartsByHandle(t *testing.T) {
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, "/bin/false", p, 0o755)
-	if err := exec.Command(fdPath(h)).Run(); err != nil {
+	program(t, p, 1)
+	if err := exec.Command(fdPath(h), "-test.run=^$").Run(); err != nil {
 		t.Fatalf("start by the handle: %v (the swapped name was followed)", err)
 	}
 	if err := exec.Command(p).Run(); err == nil {
