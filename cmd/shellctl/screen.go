@@ -13,10 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shellctl/shellctl/internal/client"
+	"github.com/shellctl/shellctl/internal/screen"
 )
 
 // maxScrollback is the most scrollback rows the server keeps and answers.
-const maxScrollback = 1000
+const maxScrollback = screen.ScrollbackLines
 
 func checkScrollback(n int) error {
 	if n < 0 || n > maxScrollback {
