@@ -736,13 +736,30 @@ func TestStageSettingsStayOutOfTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// StartStage returns once the stage's execve succeeded (exec.Cmd.Start
-	// waits for it), so /proc shows the stage's own environment now.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", stage.PID))
-	if err != nil {
-		t.Fatal(err)
+	// Until the new program's arguments and environment are in place
+	// /proc shows the test's own, or none (exec.Cmd.Start returns at the
+	// point of no return of execve, before they are set up): wait for
+	// the stage's, with a deadline.
+	var env []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", stage.PID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(cmd), StageArg) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", stage.PID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stage did not exec within 10s")
+		}
+		time.Sleep(time.Millisecond)
 	}
-	env := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 	if !slices.Equal(env, stageEnv) {
 		t.Fatalf("stage environment = %q, want %q", env, stageEnv)
 	}
