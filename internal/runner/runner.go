@@ -89,7 +89,7 @@ type Runner struct {
 	cgroupFD     int              // the job's cgroup directory, open for clone into it (-1: none)
 	launchReason string           // why a job that never started ended
 	stage        *isolation.Stage // the process that becomes the job (prestart)
-	stageBin     string           // the stage's binary, for errors
+	stageBin     string           // the stage's binary beside the runner's, for errors ("": the runner's own)
 	cwdHandle    *os.File         // the job's cwd and HOME, opened by the server
 	homeHandle   *os.File
 	jobDir       *statedir.Dir // the job's directory: its files are made beneath it
