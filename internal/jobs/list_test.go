@@ -151,3 +151,46 @@ func BenchmarkListStatusAhead(b *testing.B) {
 		}
 	}
 }
+
+// countingStore counts List's reads of the store.
+type countingStore struct {
+	st    *store.Store
+	reads int
+}
+
+func (c *countingStore) List(ctx context.Context, status string, limit int) ([]*store.Job, error) {
+	c.reads++
+	return c.st.List(ctx, status, limit)
+}
+
+func (c *countingStore) GetMany(ctx context.Context, ids []string) ([]*store.Job, error) {
+	c.reads++
+	return c.st.GetMany(ctx, ids)
+}
+
+// A status-filtered List reads the store twice at most, however many live
+// jobs are ahead of their rows (it read once more per such job: 1 + 20
+// here); once when none is ahead, and once unfiltered.
+func TestListReadsTheStoreAtMostTwice(t *testing.T) {
+	s := newTestService(t)
+	listMix(t, s, 20, 50) // 20 live jobs running ahead of their "starting" rows
+	ctx := context.Background()
+	for _, c := range []struct {
+		status    string
+		reads, at int
+	}{
+		{store.StatusRunning, 2, 20},
+		{store.StatusExited, 2, 30}, // 10 ended heard, rows starting
+		{store.StatusFailed, 1, 0},
+		{"", 1, 70},
+	} {
+		cs := &countingStore{st: s.st}
+		got, err := s.list(ctx, cs, c.status, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.reads != c.reads || len(got) != c.at {
+			t.Errorf("status %q: %d reads, %d jobs; want %d reads, %d jobs", c.status, cs.reads, len(got), c.reads, c.at)
+		}
+	}
+}
