@@ -416,8 +416,8 @@ type listStore interface {
 // list is List reading st: one query for the rows of the status, and one
 // more, only when some live job is ahead of its row, for all such rows at
 // once (a query per job made the request's cost grow with the number of
-// running jobs: 50 live jobs, 20 of them ahead, took 0.77 ms, 2 124
-// allocations).
+// jobs ahead: BenchmarkListStatusAhead, 20 of 50 live jobs ahead, read 21
+// times and allocated 2 124 times; now 2 and 810).
 func (s *Service) list(ctx context.Context, st listStore, status string, limit int) ([]*store.Job, error) {
 	rows, err := st.List(ctx, status, limit)
 	if err != nil {
