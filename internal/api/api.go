@@ -120,7 +120,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // net/http would read up to 256 KiB of the rest first, to reuse the
 // connection: at a slow client's pace, with no deadline.
 func (w *statusWriter) closeIfUnread() {
-	if w.body != nil && !w.body.eof {
+	if w.body != nil && !w.body.eof.Load() {
 		w.Header().Set("Connection", "close")
 	}
 }

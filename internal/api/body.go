@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -303,16 +304,18 @@ func (k *fileSink) discard() {
 	}
 }
 
-// bodyWatch notes whether the handler read its body to the end.
+// bodyWatch notes whether the handler read its body to the end. Atomic: a
+// snapshot restore that failed early answers while its body's reader may
+// still be in a read (internal/snapshot HandleRestore).
 type bodyWatch struct {
 	io.ReadCloser
-	eof bool
+	eof atomic.Bool
 }
 
 func (b *bodyWatch) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
-		b.eof = true
+		b.eof.Store(true)
 	}
 	return n, err
 }

@@ -90,6 +90,16 @@ func Run(ctx context.Context, c Config) ([][]*Row, error) {
 		}
 	}
 	runs := max(c.Runs, 1)
+	if c.wantsGroup("snapshot") {
+		sizes := FullSizes
+		if c.Quick {
+			sizes = QuickSizes
+		}
+		// Before anything runs: the group comes last, minutes in.
+		if err := checkSnapshotSpace(benchTempDir(), sizes); err != nil {
+			return nil, err
+		}
+	}
 	cpu, cores := CPUModel(), runtime.NumCPU()
 	mode := "full"
 	if c.Quick {

@@ -59,7 +59,7 @@ func StartEnv(ctx context.Context, bin string) (*Env, error) {
 			return nil, fmt.Errorf("%w (build with `make build` or pass --bin)", err)
 		}
 	}
-	dir, err := os.MkdirTemp("", "shellctl-bench-")
+	dir, err := os.MkdirTemp(benchTempDir(), "shellctl-bench-")
 	if err != nil {
 		return nil, err
 	}

@@ -144,6 +144,10 @@ func benchSnapshot(ctx context.Context, e *Env, s Sizes) []*Row {
 		save.Err, rest.Err = err.Error(), err.Error()
 		return []*Row{save, rest}
 	}
+	// Again, now that the earlier groups' logs take their share.
+	if err := checkSnapshotSpace(e.Tmp, s); err != nil {
+		return fail(err)
+	}
 	if err := snapshot.MakeBenchHome(e.Home, s.HomeMB*1000*1000); err != nil {
 		return fail(fmt.Errorf("make the Home: %w", err))
 	}

@@ -18,7 +18,7 @@ import (
 
 // newTestService is a service over a fresh state dir, with no runner (its
 // jobs are made by hand: addLive).
-func newTestService(t *testing.T) *Service {
+func newTestService(t testing.TB) *Service {
 	t.Helper()
 	dir := t.TempDir()
 	home, state := filepath.Join(dir, "home"), filepath.Join(dir, "state")
@@ -43,7 +43,7 @@ func newTestService(t *testing.T) *Service {
 
 // addLive makes job id as start does with a warm runner: its row
 // "starting", its live job.
-func addLive(t *testing.T, s *Service, id string) *job {
+func addLive(t testing.TB, s *Service, id string) *job {
 	t.Helper()
 	now := time.Now()
 	if err := s.st.Insert(context.Background(), &store.Job{ID: id, Mode: "stdio", Cwd: "/", CreatedAt: now, RunnerPID: 1}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"errors"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -218,22 +219,31 @@ const (
 // prefetcher reads r ahead in its own goroutine. Its Read serves the
 // bytes in order, then the error that ended r (io.EOF at its end). Only
 // one goroutine may call Read.
+//
+// stop ends it without waiting for a read of r under way: such a read
+// waits for a peer's next bytes, which a peer that stalls may not send
+// for as long as the connection's deadline (the whole operation's, 30
+// minutes by default). The goroutine drops what that read brings and ends
+// as soon as it returns, without reading r again.
 type prefetcher struct {
-	full chan []byte // chunks read, in order; closed after the last
-	free chan []byte
-	stop chan struct{}
-	done chan struct{}
-	err  error  // what ended r; read after full is closed
-	cur  []byte // the unread rest of the chunk being served
-	last []byte // that chunk, given back once served
+	full     chan []byte // chunks read, in order; closed after the last
+	free     chan []byte
+	stopped  chan struct{} // closed by stop
+	stopOnce sync.Once
+	err      error  // what ended r; read after full is closed
+	cur      []byte // the unread rest of the chunk being served
+	last     []byte // that chunk, given back once served
 }
+
+// errPrefetchStopped is what Read returns once stop was called: the
+// restore has failed already, and that failure is what it answers.
+var errPrefetchStopped = errors.New("restore stopped reading the body")
 
 func newPrefetcher(r io.Reader) *prefetcher {
 	p := &prefetcher{
-		full: make(chan []byte, prefetchChunks),
-		free: make(chan []byte, prefetchChunks),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		full:    make(chan []byte, prefetchChunks),
+		free:    make(chan []byte, prefetchChunks),
+		stopped: make(chan struct{}),
 	}
 	for range prefetchChunks {
 		p.free <- make([]byte, prefetchChunk)
@@ -243,16 +253,25 @@ func newPrefetcher(r io.Reader) *prefetcher {
 }
 
 func (p *prefetcher) run(r io.Reader) {
-	defer close(p.done)
 	defer close(p.full) // after p.err is set: Read sees it once full is closed
 	for {
 		var buf []byte
 		select {
 		case buf = <-p.free:
-		case <-p.stop:
+		case <-p.stopped:
 			return
 		}
+		select {
+		case <-p.stopped: // free and stopped were both ready
+			return
+		default:
+		}
 		n, err := r.Read(buf[:cap(buf)])
+		select {
+		case <-p.stopped:
+			return // what the read brought is dropped; r is not read again
+		default:
+		}
 		if n > 0 {
 			p.full <- buf[:n] // never blocks: as many places as chunks
 		} else {
@@ -271,25 +290,24 @@ func (p *prefetcher) Read(b []byte) (int, error) {
 			p.free <- p.last // never blocks
 			p.last = nil
 		}
-		buf, ok := <-p.full
-		if !ok {
-			return 0, p.err
+		select {
+		case buf, ok := <-p.full:
+			if !ok {
+				return 0, p.err
+			}
+			p.cur, p.last = buf, buf
+		case <-p.stopped:
+			return 0, errPrefetchStopped
 		}
-		p.cur, p.last = buf, buf
 	}
 	n := copy(b, p.cur)
 	p.cur = p.cur[n:]
 	return n, nil
 }
 
-// close stops the reading and waits for it. A read under way ends with
-// the data it waits for or at the connection's deadline (the service
-// sets one), as a read of the decoder's would have.
-func (p *prefetcher) close() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	<-p.done
+// stop ends the reading ahead and unblocks Read, without waiting for a
+// read of r under way (see prefetcher); any goroutine may call it, more
+// than once.
+func (p *prefetcher) stop() {
+	p.stopOnce.Do(func() { close(p.stopped) })
 }

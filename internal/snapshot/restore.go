@@ -74,6 +74,15 @@ type RestoreOptions struct {
 // other failures are environmental. Existing files are replaced (removed
 // and created again, never written through); other files are kept. Not
 // transactional: on error, home may be partly restored.
+//
+// r is read ahead in a goroutine of its own. A failure before the end of
+// r (a refusal, a failed write, ctx) is returned at once, without waiting
+// for a read of r under way (a peer that stalls may send its next bytes
+// only at its connection's deadline): that read's bytes are dropped and
+// the goroutine doing it ends as soon as it returns. So r may still be in
+// one Read call when Restore has returned, and is not read after that
+// call; a caller that must know when it has returned (an HTTP handler,
+// which must not read its body once it has returned) wraps r.
 func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions) (RestoreStats, error) {
 	src := &sourceReader{r: r}
 	x, err := newExtractor(ctx, home, opts.StateDir)
@@ -83,7 +92,7 @@ func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions)
 	defer x.close()
 
 	pre := newPrefetcher(src)
-	defer pre.close()
+	defer pre.stop() // at r's end already, unless Restore failed early
 	dec, err := zstd.NewReader(pre,
 		zstd.WithDecoderMaxWindow(MaxWindow),
 		zstd.WithDecoderConcurrency(decoderConcurrency),
@@ -93,7 +102,15 @@ func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions)
 	}
 	defer dec.Close()
 
-	p := newPipeline(x.apply)
+	p := newPipeline(func(b *batch) error {
+		err := x.apply(b)
+		if err != nil {
+			// The reading stage may be waiting for the body of a peer
+			// that stalls: free it now, so the failure is answered.
+			pre.stop()
+		}
+		return err
+	})
 	perr := parse(ctx, src, dec, p, opts)
 	if werr := p.close(); werr != nil {
 		return x.stats, werr // the first error in archive order

@@ -195,7 +195,7 @@ func TestPrefetcherReadsAhead(t *testing.T) {
 	src := &progressReader{r: bytes.NewReader([]byte(body)), total: want, reachedEnd: make(chan struct{})}
 	reached := src.reachedEnd
 	p := newPrefetcher(src)
-	defer p.close()
+	defer p.stop()
 	select {
 	case <-reached:
 	case <-time.After(20 * time.Second):
@@ -231,7 +231,7 @@ func TestPrefetcherServesInOrderThenTheError(t *testing.T) {
 	body := randomBody(t, 3*prefetchChunks*prefetchChunk+123)
 	cut := errors.New("connection reset by peer")
 	p := newPrefetcher(&flakyReader{data: []byte(body), err: cut})
-	defer p.close()
+	defer p.stop()
 	var got []byte
 	buf := make([]byte, 70000)
 	for i := 1; ; i++ {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -248,6 +249,19 @@ func (sw *streamWriter) Write(p []byte) (int, error) {
 }
 
 // HandleRestore serves POST /v1/snapshot/restore.
+//
+// A restore that fails before the end of the body (a refusal, a full disk)
+// is answered at once, even to a client that stalls: Restore does not
+// wait for the read of the body under way, and the answer is flushed
+// without waiting for it either (full duplex: otherwise net/http writes
+// the answer only once no read of the body is under way, and first reads
+// up to 256 KiB of what is left of it). The handler then waits for that
+// one read, with the gate already released: a handler must not read its
+// body once it has returned. It returns when the client sends its next
+// bytes or closes, or at the deadline. The connection is closed after the
+// answer ("Connection: close"); net/http reads up to 256 KiB more of the
+// body first and then closes its side before the socket, so a client still
+// sending reads the answer instead of a reset.
 func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 	if !s.checkMethod(w, r) {
 		return
@@ -256,11 +270,23 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer end()
+	released := false
+	defer func() {
+		if !released {
+			end()
+		}
+	}()
+	rc := http.NewResponseController(w)
+	// ErrNotSupported (HTTP/1 only; no connection in tests): the answer
+	// then waits for the read of the body under way, as it did.
+	_ = rc.EnableFullDuplex()
 	start := time.Now()
-	body := &countingReader{r: r.Body}
+	body := &requestBody{r: r.Body, idle: make(chan struct{})}
 	st, err := Restore(ctx, body, s.cfg.Home, RestoreOptions{StateDir: s.cfg.StateDir})
-	s.record("restore", restoreOutcome(err), body.n, start)
+	s.record("restore", restoreOutcome(err), body.bytes(), start)
+	if err != nil {
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+	}
 	switch {
 	case err == nil:
 		s.log.Info("snapshot restore", "outcome", "ok", "entries", st.Entries, "bytes_written", st.BytesWritten,
@@ -276,6 +302,16 @@ func (s *Service) HandleRestore(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("snapshot restore", "outcome", "restore_failed", "err", err, "entries", st.Entries)
 		httperr.Write(w, http.StatusInternalServerError, "restore_failed", err.Error())
 	}
+	idle := body.stop()
+	select {
+	case <-idle: // no read under way: the usual case, and always on success
+		return
+	default:
+	}
+	released = true
+	end()
+	_ = rc.Flush()
+	<-idle
 }
 
 // releaseMemory hands the memory of a finished operation back to the
@@ -315,15 +351,58 @@ func restoreOutcome(err error) string {
 	return "restore_failed"
 }
 
-// countingReader counts the archive bytes a restore read (once per read,
-// not per byte).
-type countingReader struct {
-	r io.Reader
-	n int64
+// requestBody is a restore's request body: it counts the archive bytes
+// read (once per read, not per byte) and, once stopped, is read no more
+// and tells when the read under way, if any, has returned. One goroutine
+// reads it (the restore's prefetcher).
+type requestBody struct {
+	r       io.Reader
+	mu      sync.Mutex
+	n       int64
+	reading bool
+	stopped bool
+	idle    chan struct{} // closed once stopped and no read under way
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
+// errBodyStopped is what a read after stop returns (none is made: the
+// prefetcher has stopped by then).
+var errBodyStopped = errors.New("restore request body: read after the restore ended")
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return 0, errBodyStopped
+	}
+	b.reading = true
+	b.mu.Unlock()
+	n, err := b.r.Read(p)
+	b.mu.Lock()
+	b.n += int64(n)
+	b.reading = false
+	if b.stopped {
+		close(b.idle)
+	}
+	b.mu.Unlock()
 	return n, err
+}
+
+func (b *requestBody) bytes() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
+}
+
+// stop ends the reading: no read begins after it, and the channel it
+// returns is closed once the read under way, if any, has returned.
+func (b *requestBody) stop() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.stopped {
+		b.stopped = true
+		if !b.reading {
+			close(b.idle)
+		}
+	}
+	return b.idle
 }

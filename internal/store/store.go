@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -99,7 +100,7 @@ type Store struct {
 	db  *sql.DB // reads
 	wdb *sql.DB // writes: one connection
 
-	stmtGet, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete, stmtTerminal *sql.Stmt
+	stmtGet, stmtGetMany, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete, stmtTerminal *sql.Stmt
 	// Idempotency keys (idempotency.go).
 	stmtByKey, stmtInputKey, stmtAddInputKey, stmtDropInputKey *sql.Stmt
 }
@@ -171,6 +172,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		return st
 	}
 	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
+	s.stmtGetMany = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC`)
 	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key, home, cols, rows, env_names, limits, idempotency_key, idempotency_fp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
@@ -363,6 +365,37 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]*Job, err
 	q += ` ORDER BY seq DESC LIMIT ?`
 	args = append(args, limit)
 	return s.query(ctx, q, args...)
+}
+
+// GetMany reads the jobs of ids in one query, newest first; ids with no
+// row (deleted meanwhile) are left out. The ids go in as one JSON array,
+// so the statement is prepared once whatever their number, and each is
+// looked up by the index of id.
+func (s *Store) GetMany(ctx context.Context, ids []string) ([]*Job, error) {
+	if len(ids) == 0 {
+		return []*Job{}, nil
+	}
+	arg, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("read jobs %v: %w", ids, err)
+	}
+	rows, err := s.stmtGetMany.QueryContext(ctx, string(arg))
+	if err != nil {
+		return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
+	}
+	defer rows.Close()
+	jobs := make([]*Job, 0, len(ids))
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
+	}
+	return jobs, nil
 }
 
 // Unfinished returns every job that is not in a terminal state.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +217,44 @@ func TestRecordFieldsPersistAndVersion3Migrates(t *testing.T) {
 	if j.Home != "/w/h" || j.Cols != 100 || j.Rows != 30 || j.EnvNames != `["A","B"]` || j.Limits != `{"output_bytes":5}` ||
 		j.LimitsApplied != `{"memory_bytes":null}` || j.Pgid != 9 || j.Usage != `{"cpu_user_ms":3}` {
 		t.Fatalf("record fields = %+v", j)
+	}
+}
+
+// GetMany reads the rows of the ids given, newest first, leaves out the
+// ids with no row, and takes any number of ids in its one query.
+func TestGetMany(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	var ids []string
+	for i := range 1200 {
+		id := fmt.Sprintf("%016x", 0xb0000+i)
+		if err := s.Insert(ctx, &Job{ID: id, Mode: "stdio", Cwd: "/", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	got, err := s.GetMany(ctx, []string{ids[3], "ffffffffffffffff", ids[7], ids[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotIDs []string
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+	}
+	if want := []string{ids[7], ids[3], ids[1]}; !slices.Equal(gotIDs, want) {
+		t.Errorf("GetMany = %v, want %v (newest first, the unknown id left out)", gotIDs, want)
+	}
+	one, err := s.Get(ctx, ids[7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) > 0 && !reflect.DeepEqual(got[0], one) {
+		t.Errorf("GetMany's row %+v differs from Get's %+v", got[0], one)
+	}
+	if all, err := s.GetMany(ctx, ids); err != nil || len(all) != len(ids) {
+		t.Errorf("GetMany of %d ids: %d rows, %v", len(ids), len(all), err)
+	}
+	if none, err := s.GetMany(ctx, nil); err != nil || none == nil || len(none) != 0 {
+		t.Errorf("GetMany of no ids = %v, %v: want an empty list", none, err)
 	}
 }

@@ -1,0 +1,196 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/store"
+)
+
+// listMix fills s with finished jobs and live jobs in every relation to
+// their rows: behind nothing (row and events agree), ahead (running heard,
+// row starting; ended heard, row starting or running), and returns the
+// ids, oldest first.
+func listMix(tb testing.TB, s *Service, finished, ahead int) []string {
+	tb.Helper()
+	s.runningDelay = time.Hour // the running record stays unwritten: the job is ahead of its row
+	ctx := context.Background()
+	var ids []string
+	n := 0
+	id := func() string { n++; return fmt.Sprintf("%016x", 0xa0000+n) }
+	for range finished {
+		i := id()
+		now := time.Now()
+		if err := s.st.Insert(ctx, &store.Job{ID: i, Mode: "stdio", Cwd: "/", CreatedAt: now}); err != nil {
+			tb.Fatal(err)
+		}
+		code := 0
+		if err := s.st.Finish(ctx, i, store.Exit{Status: store.StatusExited, ExitCode: &code, EndedAt: now}); err != nil {
+			tb.Fatal(err)
+		}
+		ids = append(ids, i)
+	}
+	for k := range ahead {
+		j := addLive(tb, s, id())
+		ids = append(ids, j.id)
+		started := time.Now()
+		switch k % 5 {
+		case 0: // starting, row starting: in step
+		case 1, 2: // running heard, row starting
+			s.applyProgress(j, &proto.Msg{T: proto.TRunning, Status: store.StatusRunning, PID: 100 + k, StartedAt: started.UnixNano()})
+		case 3: // ended heard, row starting
+			code := 1
+			j.setEnd(store.Exit{Status: store.StatusExited, ExitCode: &code, EndedAt: time.Now(), StartedAt: &started})
+		case 4: // running recorded, then ended heard, row running
+			if err := s.st.MarkRunning(ctx, j.id, store.Running{PID: 100 + k, StartedAt: started}); err != nil {
+				tb.Fatal(err)
+			}
+			s.applyProgress(j, &proto.Msg{T: proto.TRunning, Status: store.StatusRunning, PID: 100 + k, StartedAt: started.UnixNano()})
+			j.setEnd(store.Exit{Status: store.StatusTerminated, EndedAt: time.Now(), StartedAt: &started})
+		}
+	}
+	return ids
+}
+
+// listBefore is List as it was, with one read of the store per live job
+// ahead of its row: what the answers must stay equal to.
+func listBefore(ctx context.Context, s *Service, status string, limit int) ([]*store.Job, error) {
+	rows, err := s.st.List(ctx, status, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := rows[:0]
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if j := s.lookup(r.ID); j != nil {
+			v := j.view()
+			r.Status, r.StartedAt = v.Status, v.StartedAt
+		}
+		if status == "" || r.Status == status {
+			out = append(out, r)
+			seen[r.ID] = true
+		}
+	}
+	if status == "" {
+		return out, nil
+	}
+	added := false
+	for _, j := range s.liveJobs() {
+		if seen[j.id] {
+			continue
+		}
+		v := j.view()
+		if v.Status != status {
+			continue
+		}
+		r, err := s.st.Get(ctx, j.id)
+		if err != nil {
+			continue
+		}
+		r.Status, r.StartedAt = v.Status, v.StartedAt
+		out = append(out, r)
+		added = true
+	}
+	if added {
+		slices.SortFunc(out, func(a, b *store.Job) int { return cmp.Compare(b.Seq, a.Seq) })
+		if len(out) > limit {
+			out = out[:limit]
+		}
+	}
+	return out, nil
+}
+
+var listStatuses = []string{"", store.StatusCreated, store.StatusStarting, store.StatusRunning,
+	store.StatusExited, store.StatusTerminated, store.StatusFailed, store.StatusLost}
+
+// List answers exactly as before, filtered or not, at every limit, with
+// live jobs ahead of their rows (running or ended heard, not yet written).
+func TestListAnswersAsBeforeWithJobsAhead(t *testing.T) {
+	s := newTestService(t)
+	ids := listMix(t, s, 4, 10)
+	ctx := context.Background()
+	for _, status := range listStatuses {
+		for limit := 1; limit <= len(ids)+1; limit++ {
+			got, err := s.List(ctx, status, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := listBefore(ctx, s, status, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("status %q, limit %d:\n got %v\nwant %v", status, limit, listIDs(got), listIDs(want))
+			}
+		}
+	}
+	// The mix has every case: the answers above are not all empty.
+	for status, want := range map[string]int{store.StatusRunning: 4, store.StatusStarting: 2, store.StatusExited: 6, store.StatusTerminated: 2, "": 14} {
+		if got, _ := s.List(ctx, status, 100); len(got) != want {
+			t.Errorf("status %q: %d jobs %v, want %d", status, len(got), listIDs(got), want)
+		}
+	}
+}
+
+// BenchmarkListStatusAhead: GET /v1/jobs?status=running with 200
+// finished jobs and 50 live ones, most of them ahead of their rows.
+func BenchmarkListStatusAhead(b *testing.B) {
+	s := newTestService(b)
+	listMix(b, s, 200, 50)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.List(ctx, store.StatusRunning, 200); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// countingStore counts List's reads of the store.
+type countingStore struct {
+	st    *store.Store
+	reads int
+}
+
+func (c *countingStore) List(ctx context.Context, status string, limit int) ([]*store.Job, error) {
+	c.reads++
+	return c.st.List(ctx, status, limit)
+}
+
+func (c *countingStore) GetMany(ctx context.Context, ids []string) ([]*store.Job, error) {
+	c.reads++
+	return c.st.GetMany(ctx, ids)
+}
+
+// A status-filtered List reads the store twice at most, however many live
+// jobs are ahead of their rows (it read once more per such job: 1 + 20
+// here); once when none is ahead, and once unfiltered.
+func TestListReadsTheStoreAtMostTwice(t *testing.T) {
+	s := newTestService(t)
+	listMix(t, s, 20, 50) // 20 live jobs running ahead of their "starting" rows
+	ctx := context.Background()
+	for _, c := range []struct {
+		status    string
+		reads, at int
+	}{
+		{store.StatusRunning, 2, 20},
+		{store.StatusExited, 2, 30}, // 10 ended heard, rows starting
+		{store.StatusFailed, 1, 0},
+		{"", 1, 70},
+	} {
+		cs := &countingStore{st: s.st}
+		got, err := s.list(ctx, cs, c.status, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.reads != c.reads || len(got) != c.at {
+			t.Errorf("status %q: %d reads, %d jobs; want %d reads, %d jobs", c.status, cs.reads, len(got), c.reads, c.at)
+		}
+	}
+}
