@@ -28,7 +28,6 @@ package runner
 // after that.
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"sync"
@@ -230,7 +229,7 @@ func (f *screenFeed) close() {
 }
 
 // snapshot is the screen now as JSON, or why there is none.
-func (f *screenFeed) snapshot(scrollback int) (json.RawMessage, string) {
+func (f *screenFeed) snapshot(scrollback int) ([]byte, string) {
 	f.tmu.Lock()
 	defer f.tmu.Unlock()
 	if f.term == nil {
@@ -361,7 +360,7 @@ const screenCatchUp = 2 * time.Second
 // screenOf answers a screen request: once the emulator has fed what was
 // read from the terminal so far (every byte in output.log when the request
 // came), at most after screenCatchUp.
-func (r *Runner) screenOf(scrollback int) (json.RawMessage, string) {
+func (r *Runner) screenOf(scrollback int) ([]byte, string) {
 	f, why := r.screenFeed()
 	if f == nil {
 		return nil, why

@@ -23,13 +23,14 @@ package runner
 // and its output go on, and the runner never waits on it past the bound.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/shellctl/shellctl/internal/jsonstr"
 	"github.com/shellctl/shellctl/internal/screen"
 )
 
@@ -178,18 +179,14 @@ func (t *liveTerm) ask(req []byte, k byte) ([]byte, bool) {
 }
 
 // Snapshot is the screen now as JSON, or why there is none.
-func (t *liveTerm) Snapshot(scrollback int) (json.RawMessage, string) {
+func (t *liveTerm) Snapshot(scrollback int) ([]byte, string) {
 	if t.cold != nil {
-		b, err := json.Marshal(t.cold.Snapshot(t.cols, t.rows, scrollback))
-		if err != nil {
-			return nil, err.Error()
-		}
-		return b, ""
+		return appendSnapshot(nil, t.cold.Snapshot(t.cols, t.rows, scrollback)), ""
 	}
 	if t.conn != nil {
 		t.wbuf = screen.AppendInts(t.wbuf[:0], screen.FrameSnapshot, max(0, scrollback))
 		if p, ok := t.ask(t.wbuf, screen.FrameSnapshot); ok {
-			return append(json.RawMessage(nil), p...), ""
+			return append([]byte(nil), p...), ""
 		}
 	}
 	return nil, screenUnavailable + t.broken
@@ -279,4 +276,45 @@ func (r *Runner) startScreenProc(cols, rows int) (*screenConn, error) {
 		return nil, fmt.Errorf("start %s: %w", exe.Name(), err)
 	}
 	return c, nil
+}
+
+// appendSnapshot writes s as encoding/json writes a screen.Snapshot (the
+// runner links no encoding/json; TestAppendSnapshotIsEncodingJSON).
+func appendSnapshot(b []byte, s screen.Snapshot) []byte {
+	b = append(b, `{"cols":`...)
+	b = strconv.AppendInt(b, int64(s.Cols), 10)
+	b = append(b, `,"rows":`...)
+	b = strconv.AppendInt(b, int64(s.Rows), 10)
+	b = append(b, `,"cursor":{"row":`...)
+	b = strconv.AppendInt(b, int64(s.Cursor.Row), 10)
+	b = append(b, `,"col":`...)
+	b = strconv.AppendInt(b, int64(s.Cursor.Col), 10)
+	b = append(b, `,"visible":`...)
+	b = strconv.AppendBool(b, s.Cursor.Visible)
+	b = append(b, `},"alt_screen":`...)
+	b = strconv.AppendBool(b, s.AltScreen)
+	b = append(b, `,"title":`...)
+	b = jsonstr.Append(b, s.Title)
+	b = append(b, `,"lines":`...)
+	b = appendStrings(b, s.Lines)
+	if s.Scrollback != nil {
+		b = append(b, `,"scrollback":`...)
+		b = appendStrings(b, *s.Scrollback)
+	}
+	return append(b, '}')
+}
+
+// appendStrings writes l as encoding/json writes a []string.
+func appendStrings(b []byte, l []string) []byte {
+	if l == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, v := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonstr.Append(b, v)
+	}
+	return append(b, ']')
 }

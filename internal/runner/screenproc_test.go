@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -116,5 +117,24 @@ func TestLiveTermColdThenWarm(t *testing.T) {
 	b, _ = lt.Snapshot(0)
 	if !strings.Contains(string(b), `"cols":10,"rows":3`) {
 		t.Fatalf("after resize %s", b)
+	}
+}
+
+// The cold screen's JSON is what encoding/json writes for the snapshot.
+func TestAppendSnapshotIsEncodingJSON(t *testing.T) {
+	sb := []string{"old", `q"<&>`, ""}
+	empty := []string{}
+	for _, s := range []screen.Snapshot{
+		{Cols: 80, Rows: 2, Cursor: screen.Cursor{Row: 1, Col: 3, Visible: true}, Lines: []string{"hi", ""}},
+		{Cols: 3, Rows: 1, AltScreen: true, Title: "t\u2028\xff", Lines: []string{"é\x01"}, Scrollback: &sb},
+		{Cols: 1, Rows: 1, Lines: nil, Scrollback: &empty},
+	} {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendSnapshot(nil, s); string(got) != string(want) {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
 	}
 }
