@@ -14,9 +14,12 @@ export CGO_ENABLED := 0
 
 all: build
 
+# The runner starts the helpers beside it only when no one but their owner
+# can write them, whatever the umask.
 build:
 	@mkdir -p $(BIN)
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	@chmod go-w $(addprefix $(BIN)/,$(BINARIES))
 
 # Start the server on loopback with the embedded defaults (RUN_ARGS: more
 # serve flags), in a clean

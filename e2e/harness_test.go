@@ -45,6 +45,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
 		os.Exit(1)
 	}
+	// The runner takes the helpers beside it only when no one but their
+	// owner can write them: so, whatever the umask.
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			_ = os.Chmod(filepath.Join(dir, e.Name()), 0o755)
+		}
+	}
 	binDir = dir
 	if n := reapStaleGroups(); n > 0 {
 		fmt.Fprintf(os.Stderr, "e2e: ended %d cgroup(s) an interrupted earlier run left behind\n", n)

@@ -42,6 +42,11 @@ import (
 //	                execve, and a failure when something did not work.
 //	                The stage's end is close-on-exec, so end of file with
 //	                no failure means the job's program runs.
+//
+// The request starts with the protocol both were built with
+// (StageProtocol): a stage refuses a request of another protocol with an
+// answer that says so, and runs nothing. The check is a byte of the one
+// message that carries the job: it costs the start nothing.
 
 // textBusyTries and textBusyPause bound how long a stage retries an exec
 // that failed with ETXTBSY (see becomeJob): 100 ms in all.
@@ -158,22 +163,8 @@ type stageRequest struct {
 // ("shellctl: …") to the job's stdout (and stderr, when that differs) and
 // exits with Started.Code, so its exit is the job's. Started.PID is the
 // stage's process whenever the stage was reached: the caller reaps it.
-func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
-	st.PID = s.PID
+func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) Started {
 	defer s.Close()
-	fail := func(code int, err error) Started {
-		st.Code, st.Err = code, err
-		// Only here, on a failure, is what the stage said decoded.
-		var a Applied
-		if st.Applied != "" {
-			_ = json.Unmarshal([]byte(st.Applied), &a)
-		}
-		if a.Error == "" && !a.Enabled {
-			a.Error = err.Error()
-		}
-		st.Applied = string(appendApplied(nil, &a))
-		return st
-	}
 	req := stageRequest{Config: *cfg, TTY: tty}
 	cwd, home := f.Cwd, f.Home
 	if cwd == nil {
@@ -204,13 +195,41 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 			req.HasHome = true
 		}
 	}
-	body := encodeStageRequest(&req)
+	st := s.handOver(fds, encodeStageRequest(&req))
+	// The descriptors stay open until they were sent.
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(cwd)
+	runtime.KeepAlive(home)
+	return st
+}
+
+// failed is st with the failure code and err, and what was applied
+// saying why nothing confines the job.
+func failed(st Started, code int, err error) Started {
+	st.Code, st.Err = code, err
+	// Only here, on a failure, is what the stage said decoded.
+	var a Applied
+	if st.Applied != "" {
+		_ = json.Unmarshal([]byte(st.Applied), &a)
+	}
+	if a.Error == "" && !a.Enabled {
+		a.Error = err.Error()
+	}
+	st.Applied = string(appendApplied(nil, &a))
+	return st
+}
+
+// handOver sends the stage its request (body, in the wire's format) with
+// the job's descriptors, and reads its answers until it became the job or
+// failed to.
+func (s *Stage) handOver(fds []int, body []byte) (st Started) {
+	st.PID = s.PID
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
 	// Through SyscallConn: Fd would put our end back in blocking mode.
 	rc, err := s.sock.SyscallConn()
 	if err != nil {
-		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
+		return failed(st, ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
 	}
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
@@ -220,13 +239,10 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 		serr = err
 	}
 	if serr != nil {
-		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, serr))
+		return failed(st, ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, serr))
 	}
-	runtime.KeepAlive(f)
-	runtime.KeepAlive(cwd)
-	runtime.KeepAlive(home)
 	if _, err := s.sock.Write(body); err != nil {
-		return fail(ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
+		return failed(st, ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, err))
 	}
 	// Replies until end of file: the stage's end closes at execve.
 	sc := bufio.NewScanner(s.sock)
@@ -235,7 +251,7 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 	for sc.Scan() {
 		var rep stageAnswer
 		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
-			return fail(ExitSetupFailed, fmt.Errorf("read the stage's answer: %w", err))
+			return failed(st, ExitSetupFailed, fmt.Errorf("read the stage's answer: %w", err))
 		}
 		got = true
 		if len(rep.Applied) > 0 && string(rep.Applied) != "null" {
@@ -244,10 +260,13 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 		if rep.Err != "" {
 			st.Code, st.Err = rep.Code, errors.New(rep.Err)
 		}
+		if rep.StageProtocol != 0 {
+			st.Err = &StageProtocolError{Stage: rep.StageProtocol, Runner: StageProtocol}
+		}
 	}
 	if !got {
 		// Gone before it said anything: killed, or it could not read us.
-		return fail(ExitSetupFailed, fmt.Errorf("the job's stage (pid %d) ended before it started the job", s.PID))
+		return failed(st, ExitSetupFailed, fmt.Errorf("the job's stage (pid %d) %w", s.PID, ErrStageSilent))
 	}
 	if st.Applied == "" {
 		// A stage that failed before it applied anything.
@@ -259,10 +278,17 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) (st Started) {
 // stageAnswer is a reply line as the runner reads it: what was applied
 // stays JSON, to be passed on as it is.
 type stageAnswer struct {
-	Applied json.RawMessage `json:"applied"`
-	Code    int             `json:"code"`
-	Err     string          `json:"err"`
+	Applied       json.RawMessage `json:"applied"`
+	Code          int             `json:"code"`
+	Err           string          `json:"err"`
+	StageProtocol int             `json:"stage_protocol"` // a refusal: another protocol
 }
+
+// ErrStageSilent (wrapped in Started.Err): the stage ended without a
+// word, neither what it applied nor a failure. It was killed, or it could
+// not read the request: a shellctl-stage of a build from before stages
+// answered a request of another protocol.
+var ErrStageSilent = errors.New("ended before it answered (killed, or a shellctl-stage from another build that cannot read this runner's request)")
 
 // noneApplied is the JSON of the zero Applied: nothing was applied.
 const noneApplied = `{"enabled":false,"scope_signal":false,"scope_abstract_unix":false,"ioctl_dev":false}`
@@ -307,6 +333,13 @@ func StageMain() int {
 	}
 	req, fds, err := readStageRequest(sock)
 	if err != nil {
+		var pe *StageProtocolError
+		if errors.As(err, &pe) {
+			// A runner of another build: neither its request nor its
+			// descriptors are ours to read. Say so, and run nothing.
+			_, _ = unix.Write(sock, appendProtocolReply(nil, pe))
+			return ExitSetupFailed
+		}
 		// The runner went away before it had a job for us, or spoke
 		// nonsense: there is no job to tell.
 		return 0

@@ -5,14 +5,21 @@ package isolation
 // reflection over its types (in a fresh process: the type caches built,
 // the heap grown, every page of it faulted in).
 //
-// A request is a version byte, a flag byte, the failure code (4 bytes,
+// A request is the protocol byte (StageProtocol), a flag byte, the failure code (4 bytes,
 // little-endian), then the strings Fail, Cwd, Home, Script, TTY and
 // ForceFail, then the lists Argv, Env, RW, RO and RWDev. A string is its
 // length (4 bytes) and its bytes; a list its count (4 bytes) and its
 // strings.
 //
 // A reply is a JSON line, encoded by hand: {"applied":{…}} (the Applied
-// exactly as encoding/json writes it) or {"code":N,"err":"…"}.
+// exactly as encoding/json writes it) or {"code":N,"err":"…"}; to a
+// request of another protocol, {"code":125,"err":"…","stage_protocol":N}.
+//
+// What never changes, whatever the protocol: the 8-byte length with the
+// descriptors (stage_linux.go), the protocol as the first byte of the
+// request, and the JSON lines of the replies with "code", "err" and
+// "stage_protocol". So a stage of any build can tell a runner of another
+// that they do not speak the same request, and the runner can say so.
 
 import (
 	"encoding/binary"
@@ -23,8 +30,26 @@ import (
 	"github.com/shellctl/shellctl/internal/jsonstr"
 )
 
-// stageWireVersion is the first byte of every request.
-const stageWireVersion = 1
+// StageProtocol is the version of the request and of the replies, the
+// first byte of every request. Bump it with every change to them (the
+// fields of JobConfig and stageRequest that travel, their order, their
+// encoding: TestStageWireIsProtocol fails until it is): a runner and a
+// stage of different builds then refuse each other's requests openly (a
+// StageProtocolError) instead of reading them wrong.
+const StageProtocol = 1
+
+// StageProtocolError: the stage and the runner were built with different
+// StageProtocols (a shellctl-stage from another build beside the runner).
+// The stage refused the request and ran nothing.
+type StageProtocolError struct {
+	Stage  int // the stage's protocol
+	Runner int // the runner's: the request's
+}
+
+func (e *StageProtocolError) Error() string {
+	return fmt.Sprintf("shellctl-stage is from another build (stage protocol %d, runner wants %d): install the shellctl-stage built with this runner",
+		e.Stage, e.Runner)
+}
 
 const (
 	flagTTY = 1 << iota
@@ -46,7 +71,7 @@ func encodeStageRequest(req *stageRequest) []byte {
 		flags |= flagPolicyEnabled
 	}
 	b := make([]byte, 0, 512)
-	b = append(b, stageWireVersion, flags)
+	b = append(b, StageProtocol, flags)
 	b = binary.LittleEndian.AppendUint32(b, uint32(req.FailCode))
 	for _, s := range []string{req.Fail, c.Cwd, c.Home, c.Script, c.TTY, c.ForceFail} {
 		b = appendWireString(b, s)
@@ -118,8 +143,11 @@ func (r *wireReader) list() []string {
 
 // decodeStageRequest reads a request encodeStageRequest wrote.
 func decodeStageRequest(b []byte) (*stageRequest, error) {
-	if len(b) < 2 || b[0] != stageWireVersion {
-		return nil, errors.New("stage request: not version 1 of the stage's wire format")
+	if len(b) > 0 && b[0] != StageProtocol {
+		return nil, &StageProtocolError{Stage: StageProtocol, Runner: int(b[0])}
+	}
+	if len(b) < 2 {
+		return nil, errors.New("stage request cut short")
 	}
 	flags := b[1]
 	if flags&^(flagTTY|flagHasHome|flagPolicyEnabled) != 0 {
@@ -158,6 +186,16 @@ func appendFailReply(b []byte, code int, msg string) []byte {
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, `,"err":`...)
 	b = jsonstr.Append(b, msg)
+	return append(b, "}\n"...)
+}
+
+// appendProtocolReply is the reply to a request of another protocol:
+// {"code":125,"err":"…","stage_protocol":N}.
+func appendProtocolReply(b []byte, e *StageProtocolError) []byte {
+	b = appendFailReply(b, ExitSetupFailed, e.Error())
+	b = b[:len(b)-2] // "}\n"
+	b = append(b, `,"stage_protocol":`...)
+	b = strconv.AppendInt(b, int64(e.Stage), 10)
 	return append(b, "}\n"...)
 }
 

@@ -1,10 +1,17 @@
 package isolation
 
 import (
+	"bytes"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/shellctl/shellctl/internal/jsonstr"
@@ -82,8 +89,9 @@ func TestStageRequestHugeCount(t *testing.T) {
 	if _, err := decodeStageRequest(b); err == nil || !strings.Contains(err.Error(), "a list of") {
 		t.Fatalf("err = %v, want a refused list", err)
 	}
-	if _, err := decodeStageRequest([]byte{9, 0}); err == nil || !strings.Contains(err.Error(), "version 1") {
-		t.Fatalf("another version: err = %v", err)
+	var pe *StageProtocolError
+	if _, err := decodeStageRequest([]byte{StageProtocol + 8, 0}); !errors.As(err, &pe) || pe.Runner != StageProtocol+8 || pe.Stage != StageProtocol {
+		t.Fatalf("another protocol: err = %v", err)
 	}
 }
 
@@ -126,6 +134,12 @@ func TestStageRepliesAreEncodingJSON(t *testing.T) {
 		if got := appendFailReply(nil, code, msg); string(got) != string(want)+"\n" {
 			t.Fatalf("failure %d %q:\n got %s\nwant %s", code, msg, got, want)
 		}
+		pe := &StageProtocolError{Stage: r.IntN(256), Runner: r.IntN(256)}
+		want, _ = json.Marshal(stageAnswer{Code: ExitSetupFailed, Err: pe.Error(), StageProtocol: pe.Stage})
+		want = bytes.Replace(want, []byte(`{"applied":null,`), []byte("{"), 1)
+		if got := appendProtocolReply(nil, pe); string(got) != string(want)+"\n" {
+			t.Fatalf("refusal %+v:\n got %s\nwant %s", pe, got, want)
+		}
 	}
 }
 
@@ -142,4 +156,97 @@ func FuzzDecodeStageRequest(f *testing.F) {
 			t.Fatalf("re-encoded %x, was %x", got, b)
 		}
 	})
+}
+
+// TestStageWireIsProtocol holds the wire to StageProtocol: a request's
+// bytes, and the fields that travel, are those of this protocol. When it
+// fails, the wire changed: bump StageProtocol, then update wantFields and
+// the bytes here. (A stage and a runner of different builds then refuse
+// each other openly instead of reading each other wrong.)
+func TestStageWireIsProtocol(t *testing.T) {
+	const protocol = 1
+	wantFields := map[string][]string{
+		"stageRequest": {"Config", "TTY", "HasHome", "Fail", "FailCode"},
+		"JobConfig":    {"Argv", "Env", "Cwd", "Home", "Script", "TTY", "Policy", "ForceFail"},
+		"Policy":       {"Enabled", "RW", "RO", "RWDev"},
+	}
+	for _, v := range []any{stageRequest{}, JobConfig{}, Policy{}} {
+		typ := reflect.TypeOf(v)
+		var got []string
+		for i := range typ.NumField() {
+			got = append(got, typ.Field(i).Name)
+		}
+		if !reflect.DeepEqual(got, wantFields[typ.Name()]) {
+			t.Errorf("%s has the fields %v, protocol %d carries %v: make the new ones travel (stagewire_linux.go), bump StageProtocol and update this test",
+				typ.Name(), got, protocol, wantFields[typ.Name()])
+		}
+	}
+	req := &stageRequest{
+		Config: JobConfig{Argv: []string{"a"}, Env: []string{"E=1", "F=2"}, Cwd: "c", Home: "h", Script: "s", TTY: "t",
+			Policy: Policy{Enabled: true, RW: []string{"w"}, RO: []string{"r"}, RWDev: []string{"d"}}, ForceFail: "x"},
+		TTY: true, HasHome: true, Fail: "f", FailCode: 125,
+	}
+	const want = "0107" + "7d000000" +
+		"0100000066" + "0100000063" + "0100000068" + "0100000073" + "0100000074" + "0100000078" +
+		"01000000" + "0100000061" +
+		"02000000" + "03000000453d31" + "03000000463d32" +
+		"01000000" + "0100000077" + "01000000" + "0100000072" + "01000000" + "0100000064"
+	got := hex.EncodeToString(encodeStageRequest(req))
+	if got != want || StageProtocol != protocol {
+		t.Fatalf("protocol %d (this test holds %d) encodes\n %s\nwas\n %s\nthe wire changed: bump StageProtocol and update this test", StageProtocol, protocol, got, want)
+	}
+}
+
+// A stage of another protocol refuses the request, says which protocols
+// met, and runs nothing: the job's program never starts and its output
+// stays empty (the descriptors of another protocol's request are not the
+// stage's to use).
+func TestStageRefusesAnotherProtocol(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	devNull, _ := os.Open(os.DevNull)
+	defer devNull.Close()
+	cwd, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cwd.Close()
+	stage, err := StartStage(exe, &syscall.SysProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stage.Close()
+	body := encodeStageRequest(&stageRequest{Config: JobConfig{
+		Argv: []string{"/bin/sh", "-c", "echo ran; : > " + marker}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: dir,
+	}})
+	body[0] = StageProtocol + 1 // a runner of the next protocol
+	st := stage.handOver([]int{int(devNull.Fd()), int(outW.Fd()), int(outW.Fd()), int(cwd.Fd())}, body)
+	outW.Close()
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(stage.PID, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	var pe *StageProtocolError
+	if !errors.As(st.Err, &pe) || pe.Stage != StageProtocol || pe.Runner != StageProtocol {
+		t.Fatalf("Started.Err = %v, want a StageProtocolError (stage %d, runner %d)", st.Err, StageProtocol, StageProtocol)
+	}
+	if st.Code != ExitSetupFailed || ws.ExitStatus() != ExitSetupFailed {
+		t.Fatalf("code %d, stage exit %v: want %d", st.Code, ws, ExitSetupFailed)
+	}
+	out, _ := io.ReadAll(outR)
+	if len(out) != 0 {
+		t.Fatalf("the refused job's output: %q", out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the job of a refused request ran")
+	}
 }

@@ -20,7 +20,8 @@ import (
 // finishFailed publishes a job that could not be started.
 func (r *Runner) finishFailed(err error) {
 	r.log.Error("start failed", "err", err)
-	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true}
+	m := &proto.Msg{T: proto.TExit, Status: jobstate.StatusFailed, Reason: ReasonStartFailed + ": " + err.Error(), EndedAt: time.Now().UnixNano(), Done: true,
+		Size: r.size.Load()}
 	r.publishExit(m)
 }
 

@@ -88,11 +88,14 @@ type Runner struct {
 	cgroupFD     int              // the job's cgroup directory, open for clone into it (-1: none)
 	launchReason string           // why a job that never started ended
 	stage        *isolation.Stage // the process that becomes the job (prestart)
+	stageBin     string           // the stage's binary beside the runner's, for errors ("": the runner's own)
 	cwdHandle    *os.File         // the job's cwd and HOME, opened by the server
 	homeHandle   *os.File
 	jobDir       *statedir.Dir // the job's directory: its files are made beneath it
 	jobFDs       []int
 	master       *os.File // pty mode
+	cols, rows   int      // pty mode: the terminal's size now (the spec's, then each resize's), under mu
+	resizeMu     sync.Mutex
 	ptyMaster    *os.File // the terminal made ahead (openTerminal)
 	ptySlave     *os.File
 	pumpDone     chan struct{} // closed when all output is on disk
@@ -363,6 +366,7 @@ func (r *Runner) run() int {
 	go r.sendSizes()
 	if err := r.start(); err != nil {
 		r.finishFailed(err)
+		r.closeTracker()
 		return 1
 	}
 	// The control socket is for a server that comes later (after a

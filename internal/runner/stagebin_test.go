@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // program writes a shell script that exits with code.
@@ -78,5 +80,76 @@ func TestStageBinaryRefusals(t *testing.T) {
 	}
 	if _, err := openExecutable(dir, "sub", self); err == nil || !strings.Contains(err.Error(), "not an executable file") {
 		t.Errorf("directory: err %v", err)
+	}
+}
+
+// A helper binary someone else could have written is refused: one
+// writable by its group or by others, one owned by a user that is neither
+// root nor the runner's. The error names the file, what was found and
+// what to do.
+func TestStageBinaryUntrusted(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "shellctl-runner")
+	p := filepath.Join(dir, StageBinary)
+	binaryThatSucceeds(t, p)
+	for _, c := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o775, "writable by its group or by others (mode 0775): make it writable by its owner only (chmod go-w " + p + ")"},
+		{0o757, "mode 0757"},
+		{0o777, "mode 0777"},
+	} {
+		if err := os.Chmod(p, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := openExecutable(dir, StageBinary, self); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+			if h != nil {
+				h.Close()
+			}
+			t.Errorf("mode %o: err %v, want it to say %q", c.mode, err, c.want)
+		}
+	}
+	// Owner-only write, as make build and the image install it: taken.
+	for _, mode := range []os.FileMode{0o755, 0o700, 0o555} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		h, err := openExecutable(dir, StageBinary, self)
+		if err != nil {
+			t.Fatalf("mode %o: %v", mode, err)
+		}
+		h.Close()
+	}
+	// Another user's: only root can make one here.
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot give the binary another owner")
+	}
+	if err := os.Chown(p, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := p + " is owned by uid 4242, not by root or by the runner's uid 0"
+	if _, err := openExecutable(dir, StageBinary, self); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("another owner: err %v, want %q", err, want)
+	}
+}
+
+// The owner rule for a runner that is not root: its own binaries and
+// root's are taken, another user's are not.
+func TestTrustedFileOwners(t *testing.T) {
+	for _, c := range []struct {
+		owner, runner uint32
+		ok            bool
+	}{
+		{0, 1000, true}, {1000, 1000, true}, {1001, 1000, false}, {0, 0, true}, {1000, 0, false},
+	} {
+		st := unix.Stat_t{Uid: c.owner, Mode: unix.S_IFREG | 0o755}
+		err := trustedFile("/x/shellctl-stage", &st, int(c.runner))
+		if (err == nil) != c.ok {
+			t.Errorf("owner %d, runner %d: err %v, want ok %v", c.owner, c.runner, err, c.ok)
+		}
 	}
 }

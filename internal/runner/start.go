@@ -27,12 +27,22 @@ const stdioBuffer = 256 << 10
 // default cap for unprivileged pipes (/proc/sys/fs/pipe-max-size).
 const stdioPipeSize = 1 << 20
 
-// start launches the job's process, confined for it.
+// start launches the job's process, confined for it. An error means the
+// job did not start and will not: nothing of it runs (its stage is
+// killed), and the caller reports a start failure.
 func (r *Runner) start() error {
 	s := r.spec
-	// output.log is made once the job is started (openOutput): until then
-	// its first output waits in its terminal or pipe.
+	// output.log is made before the job is handed to its stage: a job
+	// whose output could not be kept never starts, and the server never
+	// hears that it runs. The same one file made per job as when it was
+	// made just after the start, but now ahead of the hand-over (about
+	// 10 µs on the path, where it overlapped the job's own start).
 	w := &outWriter{r: r, max: s.MaxOutputBytes}
+	if err := r.openOutput(w); err != nil {
+		r.dropTerminal()
+		r.dropStage()
+		return err
+	}
 	cfg := isolation.JobConfig{
 		Argv:      s.Argv,
 		Env:       s.Env,
@@ -42,10 +52,34 @@ func (r *Runner) start() error {
 		Policy:    s.Policy,
 		ForceFail: s.ForceIsolationFail,
 	}
+	var err error
 	if s.Mode == "pty" {
-		return r.startPTY(cfg, w)
+		err = r.startPTY(cfg, w)
+	} else {
+		err = r.startStdio(cfg, w)
 	}
-	return r.startStdio(cfg, w)
+	if err != nil {
+		r.dropStage()
+		// Its output says why, as it does when the stage itself fails.
+		msg := "shellctl: " + err.Error() + "\n"
+		if n, _ := w.f.WriteAt([]byte(msg), r.size.Load()); n > 0 {
+			r.grew(int64(n))
+		}
+		w.f.Close()
+	}
+	return err
+}
+
+// dropStage ends the stage of a job that will not run: one never handed
+// its job, or one that refused it. Through the tracker (its cgroup, or
+// the runner's descendants), never by a pid its reaper may have freed.
+func (r *Runner) dropStage() {
+	if r.stage != nil {
+		r.stage.Close()
+	}
+	if r.tracker != nil {
+		_ = r.tracker.Kill()
+	}
 }
 
 func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
@@ -58,22 +92,20 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 		return fmt.Errorf("set terminal size %dx%d: %w", s.Cols, s.Rows, err)
 	}
 	cfg.TTY = slave.Name()
-	l := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
+	l, err := r.launch(cfg, [3]*os.File{slave, slave, slave}, true)
+	if err != nil {
+		master.Close()
+		slave.Close()
+		return err
+	}
 	// Under mu: a terminate or resize may arrive while the job starts.
 	r.mu.Lock()
 	r.master = master
+	r.cols, r.rows = s.Cols, s.Rows
 	r.mu.Unlock()
 	// The stage's end of its channel closed at execve: the job runs, and
 	// the server hears so before anything else the runner does for it.
 	r.afterStart(l)
-	if err := r.openOutput(w); err != nil {
-		slave.Close()
-		r.mu.Lock()
-		r.master = nil
-		r.mu.Unlock()
-		master.Close()
-		return err
-	}
 	r.pumpDone = make(chan struct{})
 	// The pump reads the master itself (the input-wait flush needs the
 	// descriptor); the raw bytes reach the screen through w.ObserveRead.
@@ -117,18 +149,18 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	if err != nil {
 		return fmt.Errorf("make stderr pipe: %w", err)
 	}
-	l := r.launch(cfg, [3]*os.File{devNull, outW, errW}, false)
+	l, err := r.launch(cfg, [3]*os.File{devNull, outW, errW}, false)
 	// Our copies of the write ends must go, or the pipes never reach end
 	// of file.
 	outW.Close()
 	errW.Close()
-	// The job runs (its stage exec'd): the server hears so first.
-	r.afterStart(l)
-	if err := r.openOutput(w); err != nil {
+	if err != nil {
 		outR.Close()
 		errR.Close()
 		return err
 	}
+	// The job runs (its stage exec'd): the server hears so first.
+	r.afterStart(l)
 	r.pumpDone = make(chan struct{})
 	errDone := make(chan struct{})
 	go func() {
@@ -159,15 +191,15 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	return nil
 }
 
-// openOutput makes output.log for w, once the job was started.
-// Failing that, the job is ended: its output would have nowhere to go.
+// openOutput makes output.log for w, before the job is started: a job
+// whose output would have nowhere to go is not started.
 func (r *Runner) openOutput(w *outWriter) error {
 	// Made exclusively beneath the job's directory handle: nothing that
 	// is already there, a link least of all, is ever written through.
 	f, err := r.jobDir.Open(OutputFile, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
-		_ = r.tracker.Kill()
-		return fmt.Errorf("open output log: %w", err)
+		// err names the file and the cause.
+		return fmt.Errorf("make the job's output log (the job was not started): %w", err)
 	}
 	w.f = f
 	return nil
@@ -367,14 +399,26 @@ func (r *Runner) resize(cols, rows int) string {
 	if master == nil {
 		return "input_unsupported"
 	}
+	// One at a time: the screen and the terminal take the sizes in the
+	// same order, and a failed one puts back the size it found.
+	r.resizeMu.Lock()
+	defer r.resizeMu.Unlock()
+	r.mu.Lock()
+	oldCols, oldRows := r.cols, r.rows
+	r.mu.Unlock()
 	// The screen takes the new size before the terminal does: the
 	// program redraws on SIGWINCH, and a redraw read before the screen
 	// knew the size would be drawn at the old one (less scrolled six
 	// lines up in TestScreenResizeRedraws).
 	r.resizeScreen(cols, rows)
 	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
-		return err.Error()
+		// The terminal kept its size: so does the screen.
+		r.resizeScreen(oldCols, oldRows)
+		return fmt.Sprintf("set the terminal's size to %dx%d: %v (it stays %dx%d)", cols, rows, err, oldCols, oldRows)
 	}
+	r.mu.Lock()
+	r.cols, r.rows = cols, rows
+	r.mu.Unlock()
 	return ""
 }
 
@@ -449,8 +493,16 @@ func copyStdout(w *outWriter, src *os.File) error {
 // 126 not executable, 127 not found), as a shell would; that exit is the
 // job's, reaped like any other. The runner reaps the job (and every
 // orphan of the tree) itself; an exit before setMainPID is kept for it.
-func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) isolation.Started {
+//
+// An error: the stage neither became the job nor failed as the job would
+// (it is of another build, or it ended without a word); the job did not
+// start, and nothing was reported for it.
+func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) (isolation.Started, error) {
 	st := r.stage.Assign(&cfg, isolation.Files{Stdio: stdio, Cwd: r.cwdHandle, Home: r.homeHandle}, tty)
+	if err := r.stageFailure(st); err != nil {
+		r.log.Error("job did not start", "err", err)
+		return st, err
+	}
 	r.setMainPID(st.PID)
 	r.mu.Lock()
 	r.pid = st.PID
@@ -464,7 +516,37 @@ func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) is
 		r.log.Warn("job did not start", "err", st.Err)
 		r.launchReason = reason + ": " + st.Err.Error()
 	}
-	return st
+	return st, nil
+}
+
+// stageFailure is the start error of a stage that never got as far as
+// the job: one of another build, or one that ended without a word (its
+// exit, 0 for a stage that could not read its request, is no job's).
+// A stage killed by a terminate that came while the job started is the
+// job's end, not this.
+func (r *Runner) stageFailure(st isolation.Started) error {
+	if st.Err == nil {
+		return nil
+	}
+	if r.stageBin == "" {
+		// The runner's own binary is the stage (none beside it).
+		r.stageBin, _ = os.Executable()
+	}
+	var pe *isolation.StageProtocolError
+	if errors.As(st.Err, &pe) {
+		return fmt.Errorf("%s at %s is from another build (stage protocol %d, runner wants %d): install the %s built with this runner",
+			StageBinary, r.stageBin, pe.Stage, pe.Runner, StageBinary)
+	}
+	if errors.Is(st.Err, isolation.ErrStageSilent) {
+		r.mu.Lock()
+		ending := r.terminating != ""
+		r.mu.Unlock()
+		if !ending {
+			return fmt.Errorf("the job's stage %s (pid %d) ended before it answered: killed, or from another build that cannot read this runner's request (install the %s built with this runner)",
+				r.stageBin, st.PID, StageBinary)
+		}
+	}
+	return nil
 }
 
 // startStage starts the stage that will become the job (see launch).
@@ -483,6 +565,7 @@ func (r *Runner) startStage() error {
 	} else {
 		defer bin.Close()
 		exe = fdPath(bin)
+		r.stageBin = bin.Name()
 	}
 	st, err := isolation.StartStage(exe, attr)
 	if err != nil {
@@ -514,7 +597,10 @@ func openBeside(name string) (*os.File, error) {
 }
 
 // openExecutable opens dir/name as a handle to an executable file; self
-// names the binary it is looked up beside, for the error.
+// names the binary it is looked up beside, for the error. What it opens
+// runs as the runner, unconfined, so only a file no one but root or the
+// runner's own user can have changed is taken: owned by one of them, and
+// writable by its owner alone.
 func openExecutable(dir, name, self string) (*os.File, error) {
 	p := filepath.Join(dir, name)
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -530,7 +616,24 @@ func openExecutable(dir, name, self string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s is not an executable file (mode %o): install %s beside %s", p, st.Mode, name, self)
 	}
+	if err := trustedFile(p, &st, unix.Geteuid()); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	return os.NewFile(uintptr(fd), p), nil
+}
+
+// trustedFile refuses a binary (p, as st tells) that someone other than
+// root or uid could have written: owned by another user, or writable by
+// its group or by others.
+func trustedFile(p string, st *unix.Stat_t, uid int) error {
+	if st.Uid != 0 && int(st.Uid) != uid {
+		return fmt.Errorf("%s is owned by uid %d, not by root or by the runner's uid %d: install it owned by root (chown root %s)", p, st.Uid, uid, p)
+	}
+	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
+		return fmt.Errorf("%s is writable by its group or by others (mode %04o): make it writable by its owner only (chmod go-w %s)", p, perm, p)
+	}
+	return nil
 }
 
 // fdPath names an open file by its descriptor: a child started with it

@@ -1,0 +1,281 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/statedir"
+	"golang.org/x/sys/unix"
+)
+
+// fakeStageFile, beside a shellctl-stage that is a copy of this test
+// binary, makes it a stage of another build: "refuse" answers as a stage
+// of the next protocol does, "silent" ends without a word as a stage from
+// before the protocol check does, both once they read the request.
+const fakeStageFile = "fake-stage"
+
+// stageForTest is the stage: the real one, or a fake one (fakeStageFile).
+func stageForTest() int {
+	self, err := os.Executable()
+	if err != nil {
+		return isolation.ExitSetupFailed
+	}
+	how, err := os.ReadFile(filepath.Join(filepath.Dir(self), fakeStageFile))
+	if err != nil {
+		return isolation.StageMain()
+	}
+	// Read the request whole, as any stage does, whatever its protocol.
+	var hdr [8]byte
+	oob := make([]byte, unix.CmsgSpace(5*4))
+	if _, _, _, _, err := unix.Recvmsg(isolation.StageFD, hdr[:], oob, unix.MSG_CMSG_CLOEXEC); err != nil {
+		return 0
+	}
+	if _, err := io.ReadFull(os.NewFile(isolation.StageFD, "stage"), make([]byte, binary.LittleEndian.Uint64(hdr[:]))); err != nil {
+		return 0
+	}
+	if string(how) == "silent" {
+		return 0
+	}
+	next := isolation.StageProtocol + 1
+	pe := &isolation.StageProtocolError{Stage: next, Runner: isolation.StageProtocol}
+	line, _ := json.Marshal(map[string]any{"code": isolation.ExitSetupFailed, "err": pe.Error(), "stage_protocol": next})
+	_, _ = unix.Write(isolation.StageFD, append(line, '\n'))
+	return isolation.ExitSetupFailed
+}
+
+// realRunner is a runner started as the server starts one (its own
+// session, its channel as fd 3), from a copy of this test binary in its
+// own directory (so what lies beside it is the test's to choose).
+type realRunner struct {
+	t     *testing.T
+	dir   string // the runner's binary's directory
+	state string // its state dir
+	job   string // the job's directory
+	cmd   *exec.Cmd
+	ctl   *proto.Conn
+	log   bytes.Buffer
+}
+
+func startRealRunner(t *testing.T, beside func(dir string)) *realRunner {
+	t.Helper()
+	base := t.TempDir()
+	rr := &realRunner{t: t, dir: filepath.Join(base, "bin"), state: filepath.Join(base, "state")}
+	rr.job = JobDir(rr.state, "job1")
+	for _, d := range []string{rr.dir, rr.job, filepath.Join(base, "home"), filepath.Join(base, "work")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	binaryThatSucceeds(t, filepath.Join(rr.dir, "shellctl-runner"))
+	if beside != nil {
+		beside(rr.dir)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := os.NewFile(uintptr(fds[1]), "ctl-runner")
+	defer theirs.Close()
+	ours := os.NewFile(uintptr(fds[0]), "ctl-server")
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr.ctl = proto.NewConn(c)
+	rr.cmd = exec.Command(filepath.Join(rr.dir, "shellctl-runner"), runnerArg, "--state-dir", rr.state, "--ctl-fd", "3", "--no-cgroup")
+	rr.cmd.ExtraFiles = []*os.File{theirs}
+	rr.cmd.Stdout, rr.cmd.Stderr = &rr.log, &rr.log
+	rr.cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	rr.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := rr.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rr.ctl.Close()
+		_ = rr.cmd.Process.Kill()
+		_ = rr.cmd.Wait()
+		if t.Failed() {
+			t.Logf("runner's log:\n%s", rr.log.String())
+		}
+	})
+	return rr
+}
+
+// assign hands the runner its job (mode, running script), as the server
+// does.
+func (rr *realRunner) assign(mode, script string) {
+	rr.t.Helper()
+	base := filepath.Dir(rr.dir)
+	spec := &Spec{ID: "job1", StateDir: rr.state, Dir: rr.job, Mode: mode, ControlKey: "key",
+		Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
+		Cwd: filepath.Join(base, "work"), Home: filepath.Join(base, "home"), Cols: 80, Rows: 24}
+	jobDir, err := statedir.OpenDir(rr.job)
+	if err != nil {
+		rr.t.Fatal(err)
+	}
+	defer jobDir.Close()
+	cwd, err := isolation.OpenDir(spec.Cwd)
+	if err != nil {
+		rr.t.Fatal(err)
+	}
+	defer cwd.Close()
+	home, err := isolation.OpenDir(spec.Home)
+	if err != nil {
+		rr.t.Fatal(err)
+	}
+	defer home.Close()
+	raw, _ := json.Marshal(spec)
+	if err := rr.ctl.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw}, []int{jobDir.Fd(), int(cwd.Fd()), int(home.Fd())}); err != nil {
+		rr.t.Fatal(err)
+	}
+}
+
+// end reads what the runner says until its job's end, which it confirms
+// (as the server does once it recorded it), and waits for the runner to
+// leave: every message, the exit last.
+func (rr *realRunner) end() []*proto.Msg {
+	rr.t.Helper()
+	var got []*proto.Msg
+	rr.ctl.SetDeadline(time.Now().Add(30 * time.Second))
+	for {
+		m, err := rr.ctl.Recv()
+		if err != nil {
+			rr.t.Fatalf("read the runner's messages: %v (got %d)", err, len(got))
+		}
+		got = append(got, m)
+		if m.T == proto.TExit {
+			break
+		}
+	}
+	if err := rr.ctl.Send(&proto.Msg{T: proto.TExitAck}); err != nil {
+		rr.t.Fatal(err)
+	}
+	_ = rr.cmd.Wait()
+	return got
+}
+
+// startFailed checks msgs are those of a job that never started: no
+// "running", an exit "failed" whose reason is a start failure with all of
+// want, and nothing of the job ran (marker, which its script makes, is
+// not there once its runner left: the runner leaves after its tree).
+func startFailed(t *testing.T, msgs []*proto.Msg, marker string, want ...string) *proto.Msg {
+	t.Helper()
+	for _, m := range msgs {
+		if m.T == proto.TRunning || (m.T == proto.TState && m.Status == "running") {
+			t.Errorf("the server was told the job runs (%s, pid %d) before it failed to start", m.T, m.PID)
+		}
+	}
+	exit := msgs[len(msgs)-1]
+	if exit.Status != "failed" || !strings.HasPrefix(exit.Reason, ReasonStartFailed+": ") || exit.ExitCode != nil {
+		code := "none"
+		if exit.ExitCode != nil {
+			code = fmt.Sprint(*exit.ExitCode)
+		}
+		t.Errorf("exit: status %q, reason %q, exit code %s: want a start failure", exit.Status, exit.Reason, code)
+	}
+	for _, w := range want {
+		if !strings.Contains(exit.Reason, w) {
+			t.Errorf("reason %q does not say %q", exit.Reason, w)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the job ran")
+	}
+	return exit
+}
+
+// A job whose output.log cannot be made is never started, and the
+// server never hears that it runs: it ends as a start failure that names
+// the file and the cause. (output.log was made after the job started and
+// "running" was sent.)
+func TestOutputLogFailureNeverStartsTheJob(t *testing.T) {
+	for _, mode := range []string{"pty", "stdio"} {
+		t.Run(mode, func(t *testing.T) {
+			rr := startRealRunner(t, nil)
+			out := filepath.Join(rr.job, OutputFile)
+			// Already there: the runner makes it exclusively, and fails.
+			if err := os.WriteFile(out, []byte("planted"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			marker := filepath.Join(rr.job, "ran")
+			rr.assign(mode, "echo hi; : > "+marker)
+			startFailed(t, rr.end(), marker, out, "file exists", "not started")
+			if b, _ := os.ReadFile(out); string(b) != "planted" {
+				t.Errorf("output.log that was there became %q", b)
+			}
+		})
+	}
+}
+
+// A shellctl-stage of another build is refused as a start failure that
+// names it, both protocols and what to do; so is one that ends without a
+// word (a stage from before the protocol check, given a request it cannot
+// read, exits 0: that is no job's exit). The job never runs, and its
+// output says why.
+func TestStageOfAnotherBuildIsAStartFailure(t *testing.T) {
+	for _, c := range []struct {
+		how  string
+		want []string
+	}{
+		{"refuse", []string{"is from another build", fmt.Sprintf("(stage protocol %d, runner wants %d)", isolation.StageProtocol+1, isolation.StageProtocol),
+			"install the shellctl-stage built with this runner"}},
+		{"silent", []string{"ended before it answered", "install the shellctl-stage built with this runner"}},
+	} {
+		for _, mode := range []string{"pty", "stdio"} {
+			t.Run(c.how+"/"+mode, func(t *testing.T) {
+				var stage string
+				rr := startRealRunner(t, func(dir string) {
+					stage = filepath.Join(dir, StageBinary)
+					binaryThatSucceeds(t, stage)
+					if err := os.WriteFile(filepath.Join(dir, fakeStageFile), []byte(c.how), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				})
+				marker := filepath.Join(rr.job, "ran")
+				rr.assign(mode, "echo hi; : > "+marker)
+				exit := startFailed(t, rr.end(), marker, append(c.want, stage)...)
+				b, err := os.ReadFile(filepath.Join(rr.job, OutputFile))
+				if err != nil || string(b) != "shellctl: "+strings.TrimPrefix(exit.Reason, ReasonStartFailed+": ")+"\n" {
+					t.Errorf("output.log %q (%v): want the reason", b, err)
+				}
+			})
+		}
+	}
+}
+
+// The runner's own stage (no fake beside it) starts the job: the tests
+// above fail for what they set up, not for how the runner is started.
+func TestRealRunnerRunsAJob(t *testing.T) {
+	for _, mode := range []string{"pty", "stdio"} {
+		t.Run(mode, func(t *testing.T) {
+			rr := startRealRunner(t, nil)
+			rr.assign(mode, "echo hi")
+			msgs := rr.end()
+			running := false
+			for _, m := range msgs {
+				running = running || m.T == proto.TRunning
+			}
+			exit := msgs[len(msgs)-1]
+			if !running || exit.Status != "exited" || exit.ExitCode == nil || *exit.ExitCode != 0 {
+				t.Fatalf("running %v, exit %+v", running, exit)
+			}
+			if b, _ := os.ReadFile(filepath.Join(rr.job, OutputFile)); strings.TrimSpace(string(b)) != "hi" {
+				t.Fatalf("output %q", b)
+			}
+		})
+	}
+}
