@@ -44,7 +44,7 @@ func (s *Service) Screen(ctx context.Context, id string, scrollback int) (json.R
 		a, err := s.request(ctx, j, &proto.Msg{T: proto.TScreen, Scrollback: scrollback})
 		switch {
 		case err == nil && a.Err == "":
-			return a.Screen, nil
+			return json.RawMessage(a.Screen), nil
 		case err == nil && a.Err != "runner gone":
 			return nil, screenErr(id, a.Err)
 		case err != nil && !errors.Is(err, ErrNotRunning):
@@ -116,7 +116,7 @@ func (s *Service) Keys(ctx context.Context, id string, keys []string, p KeysPara
 		}
 		return nil, screenErr(id, a.Err)
 	}
-	return a.Screen, nil
+	return json.RawMessage(a.Screen), nil
 }
 
 // screenErr turns a runner's answer into an error of its kind.

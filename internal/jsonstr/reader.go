@@ -377,3 +377,22 @@ func (r *Reader) Bytes() ([]byte, bool) {
 
 // Offset is how far the reader got (for errors).
 func (r *Reader) Offset() int { return r.i }
+
+// Array reads an array, calling elem with the reader at each element.
+func (r *Reader) Array(elem func() bool) bool {
+	if !r.eat('[') {
+		return false
+	}
+	if r.eat(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if r.eat(',') {
+			continue
+		}
+		return r.eat(']')
+	}
+}

@@ -8,7 +8,7 @@ package runner
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,12 +19,12 @@ import (
 // logger writes the runner's log lines: time, level, message, then the
 // logger's own pairs (With) and the call's.
 type logger struct {
-	w     *os.File
+	w     io.Writer
 	mu    *sync.Mutex
 	attrs []byte // " key=value" pairs of With
 }
 
-func newLogger(w *os.File) *logger { return &logger{w: w, mu: &sync.Mutex{}} }
+func newLogger(w io.Writer) *logger { return &logger{w: w, mu: &sync.Mutex{}} }
 
 // With is a logger that adds the pairs kv to every line.
 func (l *logger) With(kv ...any) *logger {

@@ -100,6 +100,7 @@ type Runner struct {
 	ptySlave     *os.File
 	pumpDone     chan struct{} // closed when all output is on disk
 	screen       *screenFeed   // pty: the job's screen (screen.go), set under mu
+	screenStart  screenStarter // starts its screen process (nil: startScreenProc; tests set one)
 	inputCh      chan []byte
 	iw           inputWait // input-wait (inputwait.go)
 

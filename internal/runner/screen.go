@@ -348,7 +348,11 @@ func (r *Runner) screenFeed() (*screenFeed, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.screen == nil {
-		r.screen = newScreenFeed(r.spec.Cols, r.spec.Rows, r.startScreenProc)
+		start := r.screenStart
+		if start == nil {
+			start = r.startScreenProc
+		}
+		r.screen = newScreenFeed(r.spec.Cols, r.spec.Rows, start)
 	}
 	return r.screen, ""
 }
