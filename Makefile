@@ -19,7 +19,7 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
-	@chmod go-w $(addprefix $(BIN)/,$(BINARIES))
+	@for b in $(addprefix $(BIN)/,$(BINARIES)); do [ ! -e "$$b" ] || chmod go-w "$$b"; done
 
 # Start the server on loopback with the embedded defaults (RUN_ARGS: more
 # serve flags), in a clean
