@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
-BINARIES := shellctl shellctl-runner shellctl-stage shellctl-runner-exit shellctl-sanitize-pty dify-agent fake-agent-stub
+BINARIES := shellctl shellctl-runner shellctl-stage shellctl-screen shellctl-runner-exit shellctl-sanitize-pty dify-agent fake-agent-stub
 # The version and commit GET /v1/info and shellctl_build_info report.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -19,7 +19,7 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
-	@chmod go-w $(addprefix $(BIN)/,$(BINARIES))
+	@for b in $(addprefix $(BIN)/,$(BINARIES)); do [ ! -e "$$b" ] || chmod go-w "$$b"; done
 
 # Start the server on loopback with the embedded defaults (RUN_ARGS: more
 # serve flags), in a clean

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	args := []string{"build", "-o", dir + "/", "../cmd/shellctl", "../cmd/shellctl-runner", "../cmd/shellctl-stage", "../cmd/shellctl-runner-exit"}
+	args := []string{"build", "-o", dir + "/", "../cmd/shellctl", "../cmd/shellctl-runner", "../cmd/shellctl-stage", "../cmd/shellctl-screen", "../cmd/shellctl-runner-exit"}
 	cgo := "CGO_ENABLED=0"
 	if os.Getenv("SHELLCTL_E2E_RACE") != "" {
 		// SHELLCTL_E2E_RACE=1: the binaries under test are built with the

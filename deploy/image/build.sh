@@ -29,7 +29,7 @@ say() { printf 'make image: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap makes device nodes and owners; the image's files are owned by root and by uid 10001): run it as root"
-for b in shellctl shellctl-runner shellctl-stage shellctl-runner-exit shellctl-sanitize-pty dify-agent; do
+for b in shellctl shellctl-runner shellctl-stage shellctl-screen shellctl-runner-exit shellctl-sanitize-pty dify-agent; do
 	[ -x "bin/$b" ] || die "bin/$b is missing: run make build first (make image does)"
 done
 if ! command -v debootstrap >/dev/null 2>&1; then
@@ -93,7 +93,7 @@ work=$(mktemp -d /var/tmp/shellctl-image-work.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 ov="$work/overlay"
 mkdir -p "$ov/usr/local/bin" "$ov/etc"
-for b in shellctl shellctl-runner shellctl-stage shellctl-runner-exit shellctl-sanitize-pty dify-agent; do
+for b in shellctl shellctl-runner shellctl-stage shellctl-screen shellctl-runner-exit shellctl-sanitize-pty dify-agent; do
 	install -m 0755 -o 0 -g 0 "bin/$b" "$ov/usr/local/bin/$b"
 done
 days=$((SOURCE_DATE_EPOCH / 86400))

@@ -1,7 +1,7 @@
 package isolation
 
 import (
-	"encoding/json"
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -13,8 +13,7 @@ type Started struct {
 	PID int
 	// Applied is what confines it (or, with Err, why nothing does): the
 	// JSON of an Applied, as the stage wrote it. The runner passes it on
-	// to the job's record as it is; decoding it (DecodeApplied) would cost
-	// every runner the reflection over its types once more.
+	// to the job's record as it is, without decoding it.
 	Applied string
 	// Code is, when the job did not start, the exit code that says why, as
 	// a shell would: ExitSetupFailed, ExitCannotExec or ExitNotFound.
@@ -25,9 +24,11 @@ type Started struct {
 
 // DecodeApplied is st.Applied decoded.
 func (st *Started) DecodeApplied() (Applied, error) {
-	var a Applied
-	err := json.Unmarshal([]byte(st.Applied), &a)
-	return a, err
+	a, ok := decodeApplied([]byte(st.Applied))
+	if !ok {
+		return a, fmt.Errorf("decode what was applied: %d bytes that are not an Applied", len(st.Applied))
+	}
+	return a, nil
 }
 
 // ResetIgnoredSignals puts every signal this process inherited as ignored

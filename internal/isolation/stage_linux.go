@@ -3,7 +3,6 @@ package isolation
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -210,7 +209,7 @@ func failed(st Started, code int, err error) Started {
 	// Only here, on a failure, is what the stage said decoded.
 	var a Applied
 	if st.Applied != "" {
-		_ = json.Unmarshal([]byte(st.Applied), &a)
+		a, _ = decodeApplied([]byte(st.Applied))
 	}
 	if a.Error == "" && !a.Enabled {
 		a.Error = err.Error()
@@ -249,9 +248,9 @@ func (s *Stage) handOver(fds []int, body []byte) (st Started) {
 	sc.Buffer(make([]byte, 4<<10), 16<<20)
 	got := false
 	for sc.Scan() {
-		var rep stageAnswer
-		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
-			return failed(st, ExitSetupFailed, fmt.Errorf("read the stage's answer: %w", err))
+		rep, ok := decodeStageAnswer(sc.Bytes())
+		if !ok {
+			return failed(st, ExitSetupFailed, fmt.Errorf("read the stage's answer: %d bytes that are not a reply of a stage (another build?)", len(sc.Bytes())))
 		}
 		got = true
 		if len(rep.Applied) > 0 && string(rep.Applied) != "null" {
@@ -278,10 +277,10 @@ func (s *Stage) handOver(fds []int, body []byte) (st Started) {
 // stageAnswer is a reply line as the runner reads it: what was applied
 // stays JSON, to be passed on as it is.
 type stageAnswer struct {
-	Applied       json.RawMessage `json:"applied"`
-	Code          int             `json:"code"`
-	Err           string          `json:"err"`
-	StageProtocol int             `json:"stage_protocol"` // a refusal: another protocol
+	Applied       []byte `json:"applied"`
+	Code          int    `json:"code"`
+	Err           string `json:"err"`
+	StageProtocol int    `json:"stage_protocol"` // a refusal: another protocol
 }
 
 // ErrStageSilent (wrapped in Started.Err): the stage ended without a

@@ -279,3 +279,144 @@ func appendJSONStrings(b []byte, l []string) []byte {
 	}
 	return append(b, ']')
 }
+
+// decodeStageAnswer reads one reply line as the runner does (by hand: a
+// runner links no encoding/json). What was applied stays JSON, to be
+// passed on as it is. Whatever encoding/json writes for a reply decodes
+// as encoding/json decodes it; unknown keys are skipped.
+func decodeStageAnswer(line []byte) (stageAnswer, bool) {
+	var a stageAnswer
+	r := jsonstr.NewReader(line)
+	ok := r.Object(func(key string) bool {
+		switch key {
+		case "applied":
+			b, ok := r.Raw()
+			a.Applied = b
+			return ok
+		case "code":
+			return readInt(r, &a.Code)
+		case "err":
+			return readString(r, &a.Err)
+		case "stage_protocol":
+			return readInt(r, &a.StageProtocol)
+		}
+		return r.Skip()
+	})
+	return a, ok && r.End()
+}
+
+// decodeApplied reads an Applied as encoding/json would (by hand, as
+// decodeStageAnswer).
+func decodeApplied(b []byte) (Applied, bool) {
+	var a Applied
+	r := jsonstr.NewReader(b)
+	if r.Null() {
+		return a, r.End()
+	}
+	ok := r.Object(func(key string) bool {
+		switch key {
+		case "enabled":
+			return readBool(r, &a.Enabled)
+		case "reason":
+			return readString(r, &a.Reason)
+		case "error":
+			return readString(r, &a.Error)
+		case "abi":
+			return readInt(r, &a.ABI)
+		case "errata":
+			return readInt(r, &a.Errata)
+		case "handled_fs":
+			return readStrings(r, &a.HandledFS)
+		case "scope_signal":
+			return readBool(r, &a.ScopeSignal)
+		case "scope_abstract_unix":
+			return readBool(r, &a.ScopeAbstractUnix)
+		case "ioctl_dev":
+			return readBool(r, &a.IoctlDev)
+		case "rules":
+			return readList(r, func() bool {
+				var rl AppliedRule
+				ok := r.Object(func(key string) bool {
+					switch key {
+					case "path":
+						return readString(r, &rl.Path)
+					case "access":
+						return readStrings(r, &rl.Access)
+					}
+					return r.Skip()
+				})
+				a.Rules = append(a.Rules, rl)
+				return ok
+			}, func() { a.Rules = nil }, func() { a.Rules = []AppliedRule{} })
+		case "skipped":
+			return readList(r, func() bool {
+				var sp SkippedPath
+				ok := r.Object(func(key string) bool {
+					switch key {
+					case "path":
+						return readString(r, &sp.Path)
+					case "reason":
+						return readString(r, &sp.Reason)
+					}
+					return r.Skip()
+				})
+				a.Skipped = append(a.Skipped, sp)
+				return ok
+			}, func() { a.Skipped = nil }, func() { a.Skipped = []SkippedPath{} })
+		case "notes":
+			return readStrings(r, &a.Notes)
+		}
+		return r.Skip()
+	})
+	return a, ok && r.End()
+}
+
+// The readers of decodeApplied and decodeStageAnswer: a null leaves the
+// field as it is, as encoding/json does.
+func readString(r *jsonstr.Reader, p *string) bool {
+	if r.Null() {
+		return true
+	}
+	s, ok := r.String()
+	*p = s
+	return ok
+}
+
+func readInt(r *jsonstr.Reader, p *int) bool {
+	if r.Null() {
+		return true
+	}
+	n, ok := r.Int(strconv.IntSize)
+	*p = int(n)
+	return ok
+}
+
+func readBool(r *jsonstr.Reader, p *bool) bool {
+	if r.Null() {
+		return true
+	}
+	v, ok := r.Bool()
+	*p = v
+	return ok
+}
+
+func readStrings(r *jsonstr.Reader, p *[]string) bool {
+	l, ok := r.Strings()
+	*p = l
+	return ok
+}
+
+// readList reads an array, elem reading each element; null calls null
+// (the slice set to nil), an empty array empty.
+func readList(r *jsonstr.Reader, elem func() bool, null, empty func()) bool {
+	if r.Null() {
+		null()
+		return true
+	}
+	n := 0
+	ok := r.Array(func() bool { n++; return elem() })
+	if ok && n == 0 {
+		empty()
+	}
+	return ok
+}

@@ -250,3 +250,79 @@ func TestStageRefusesAnotherProtocol(t *testing.T) {
 		t.Fatal("the job of a refused request ran")
 	}
 }
+
+// What encoding/json writes for what was applied and for a reply is read
+// by hand as encoding/json reads it.
+func TestStageAnswersReadAsEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := 0; i < 2000; i++ {
+		a := Applied{
+			Enabled: r.IntN(2) == 0, ABI: r.IntN(3) * r.IntN(9), Errata: r.IntN(2) * r.IntN(4), Reason: randString(r),
+			Error: randString(r), HandledFS: randList(r), ScopeSignal: r.IntN(2) == 0, Notes: randList(r),
+		}
+		for n := r.IntN(4); n > 0; n-- {
+			a.Rules = append(a.Rules, AppliedRule{Path: randString(r), Access: randList(r)})
+		}
+		for n := r.IntN(3); n > 0; n-- {
+			a.Skipped = append(a.Skipped, SkippedPath{Path: randString(r), Reason: randString(r)})
+		}
+		b, _ := json.Marshal(a)
+		var want Applied
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decodeApplied(b)
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n got %+v (%v)\nwant %+v", b, got, ok, want)
+		}
+		line, _ := json.Marshal(map[string]any{"applied": json.RawMessage(b), "code": r.IntN(256), "err": randString(r), "stage_protocol": r.IntN(3)})
+		var wantA struct {
+			Applied       json.RawMessage `json:"applied"`
+			Code          int             `json:"code"`
+			Err           string          `json:"err"`
+			StageProtocol int             `json:"stage_protocol"`
+		}
+		if err := json.Unmarshal(line, &wantA); err != nil {
+			t.Fatal(err)
+		}
+		gotA, ok := decodeStageAnswer(line)
+		if !ok || string(gotA.Applied) != string(wantA.Applied) || gotA.Code != wantA.Code || gotA.Err != wantA.Err || gotA.StageProtocol != wantA.StageProtocol {
+			t.Fatalf("%s:\n got %+v (%v)\nwant %+v", line, gotA, ok, wantA)
+		}
+	}
+	for _, b := range []string{`{"enabled":"yes"}`, `{"rules":[{"path":1}]}`, `{"abi":1.5}`, `{"notes":"x"}`, `[]`, `{"enabled":true`} {
+		if _, ok := decodeApplied([]byte(b)); ok {
+			t.Errorf("%s taken", b)
+		}
+	}
+	for _, b := range []string{`{"rules":null,"skipped":[],"x":{"y":[1]}}`, `null`, `{"enabled":null,"abi":null}`} {
+		var want Applied
+		if err := json.Unmarshal([]byte(b), &want); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decodeApplied([]byte(b))
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: got %+v (%v), want %+v", b, got, ok, want)
+		}
+	}
+}
+
+// Whatever decodeApplied takes, encoding/json reads the same way (keys in
+// another case aside).
+func FuzzDecodeApplied(f *testing.F) {
+	f.Add([]byte(`{"enabled":true,"abi":6,"rules":[{"path":"/usr","access":["read_file"]}],"skipped":[{"path":"/x","reason":"gone"}]}`))
+	f.Add([]byte(`{"notes":null,"rules":[],"other":[{}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := decodeApplied(b)
+		if !ok || !bytes.Equal(bytes.ToLower(b), b) { // not taken, or keys perhaps in another case
+			return
+		}
+		var want Applied
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("decodeApplied took %q, encoding/json refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %+v\nwant %+v", b, got, want)
+		}
+	})
+}

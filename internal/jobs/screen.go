@@ -44,7 +44,7 @@ func (s *Service) Screen(ctx context.Context, id string, scrollback int) (json.R
 		a, err := s.request(ctx, j, &proto.Msg{T: proto.TScreen, Scrollback: scrollback})
 		switch {
 		case err == nil && a.Err == "":
-			return a.Screen, nil
+			return json.RawMessage(a.Screen), nil
 		case err == nil && a.Err != "runner gone":
 			return nil, screenErr(id, a.Err)
 		case err != nil && !errors.Is(err, ErrNotRunning):
@@ -69,7 +69,7 @@ func (s *Service) Screen(ctx context.Context, id string, scrollback int) (json.R
 func (s *Service) savedScreen(id string, scrollback int) (json.RawMessage, error) {
 	b, err := os.ReadFile(filepath.Join(runner.JobDir(s.cfg.StateDir, id), runner.ScreenFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, errorf(ErrScreenUnavailable, "job %s kept no last screen (it never started, its runner died, or its terminal was larger than %d cells)", id, screen.MaxCells)
+		return nil, errorf(ErrScreenUnavailable, "job %s kept no last screen (it never started, its runner or its screen process died, or its terminal was larger than %d cells)", id, screen.MaxCells)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the last screen of job %s: %w", id, err)
@@ -116,7 +116,7 @@ func (s *Service) Keys(ctx context.Context, id string, keys []string, p KeysPara
 		}
 		return nil, screenErr(id, a.Err)
 	}
-	return a.Screen, nil
+	return json.RawMessage(a.Screen), nil
 }
 
 // screenErr turns a runner's answer into an error of its kind.
@@ -126,6 +126,8 @@ func screenErr(id, why string) error {
 		return errorf(ErrScreenUnsupported, "job %s runs in stdio mode: it has no terminal, so no screen", id)
 	case why == "job_not_running":
 		return errorf(ErrNotRunning, "job %s is no longer running", id)
+	case strings.HasPrefix(why, "screen_unavailable: "):
+		return errorf(ErrScreenUnavailable, "job %s: %s", id, strings.TrimPrefix(why, "screen_unavailable: "))
 	case strings.HasPrefix(why, "screen_too_large: "):
 		return errorf(ErrScreenUnavailable, "job %s: %s", id, strings.TrimPrefix(why, "screen_too_large: "))
 	case strings.HasPrefix(why, "bad_key: "):

@@ -121,12 +121,13 @@ func newFake(alive bool, dieOn string) *fakeTracker {
 	return &fakeTracker{alive: alive, dieOn: dieOn, changed: make(chan struct{}, 1)}
 }
 
-func (f *fakeTracker) Kind() string    { return "fake" }
-func (f *fakeTracker) Add(int) error   { return nil }
-func (f *fakeTracker) Notify()         {}
-func (f *fakeTracker) OOMKilled() bool { return false }
-func (f *fakeTracker) Close() error    { return nil }
-func (f *fakeTracker) Kill() error     { f.record("kill"); return nil }
+func (f *fakeTracker) Kind() string     { return "fake" }
+func (f *fakeTracker) Add(int) error    { return nil }
+func (f *fakeTracker) Notify()          {}
+func (f *fakeTracker) Exempt(int) error { return nil }
+func (f *fakeTracker) OOMKilled() bool  { return false }
+func (f *fakeTracker) Close() error     { return nil }
+func (f *fakeTracker) Kill() error      { f.record("kill"); return nil }
 func (f *fakeTracker) Pids() ([]int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -62,6 +62,12 @@ type Tracker interface {
 	WaitEmpty(ctx context.Context) error
 	// Notify tells the tracker that the runner reaped a child.
 	Notify()
+	// Exempt keeps pid, a child of the runner that is not the job's (its
+	// screen process), out of the job: it is not listed, signalled or
+	// waited for. cgroup: nothing to do, it is not in the job's group;
+	// subreaper: the process is named by its pid and start time, so a
+	// process that gets its pid once it is gone is the job's again.
+	Exempt(pid int) error
 	// OOMKilled reports whether the kernel OOM-killed a process of the job
 	// (cgroup with the memory controller only).
 	OOMKilled() bool

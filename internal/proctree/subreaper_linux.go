@@ -23,8 +23,9 @@ type subreaperTracker struct {
 	notifier
 	self int
 
-	mu    sync.Mutex
-	first int
+	mu     sync.Mutex
+	first  int
+	exempt map[int]uint64 // pid → start time: children of the runner that are not the job's
 }
 
 func (s *subreaperTracker) Kind() string { return KindSubreaper }
@@ -32,6 +33,23 @@ func (s *subreaperTracker) Kind() string { return KindSubreaper }
 func (s *subreaperTracker) Add(pid int) error {
 	s.mu.Lock()
 	s.first = pid
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *subreaperTracker) Exempt(pid int) error {
+	st, err := readStat(pid, nil)
+	if err != nil {
+		return fmt.Errorf("exempt process %d from the job: %w", pid, err)
+	}
+	if st.ppid != s.self {
+		return fmt.Errorf("exempt process %d from the job: it is not a child of the runner (parent %d)", pid, st.ppid)
+	}
+	s.mu.Lock()
+	if s.exempt == nil {
+		s.exempt = map[int]uint64{}
+	}
+	s.exempt[pid] = st.start
 	s.mu.Unlock()
 	return nil
 }
@@ -76,6 +94,15 @@ func (s *subreaperTracker) list() ([]procStat, error) {
 	// iteratively and bounded by the number of processes, since a
 	// non-atomic snapshot could in theory show a loop.
 	desc := map[int]bool{s.self: true}
+	s.mu.Lock()
+	for pid, start := range s.exempt {
+		if st, ok := all[pid]; ok && st.start == start && st.ppid == s.self {
+			desc[pid] = false // nor its descendants
+		} else if !ok || st.start != start {
+			delete(s.exempt, pid) // gone: a process with its pid is not it
+		}
+	}
+	s.mu.Unlock()
 	var chain []int
 	isDesc := func(pid int) bool {
 		chain = chain[:0]

@@ -133,6 +133,17 @@ func runnerHelper() int {
 			cancel()
 			left, _ := tr.Pids()
 			say("ladder %d %s %v", el.Microseconds(), joinInts(left), err)
+		case "exempt":
+			// A child of the runner that is not the job's (as its screen
+			// process is): started outside the job's group.
+			epid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "60"}, &syscall.ProcAttr{
+				Files: []uintptr{null.Fd(), null.Fd(), os.Stderr.Fd()},
+				Sys:   &syscall.SysProcAttr{Setsid: true},
+			})
+			if err == nil {
+				err = tr.Exempt(epid)
+			}
+			say("exempted %d err=%v", epid, err)
 		case "oom":
 			say("oom %v", tr.OOMKilled())
 		case "close":
@@ -493,6 +504,47 @@ func TestNohupChildCountedAfterMainExit(t *testing.T) {
 			}
 			if res := r.ladder(time.Second); res.err != "<nil>" || ref[0].alive() {
 				t.Fatalf("ladder: %s; alive %v", res.err, ref[0].alive())
+			}
+		})
+	}
+}
+
+// TestExemptChildIsNotTheJob: a child of the runner exempted from the job
+// (its screen process) is not listed, and the ladder ends the job without
+// it: in subreaper mode every descendant of the runner is the job's
+// otherwise, and the job would never be empty while its screen lives.
+func TestExemptChildIsNotTheJob(t *testing.T) {
+	if _, err := os.Stat("/bin/sleep"); err != nil {
+		t.Skip("needs /bin/sleep")
+	}
+	for _, kind := range kinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			r := startRunner(t, kind, `sleep 60 & echo $! >> "$PT_PIDS"; touch "$PT_READY"; wait`)
+			r.waitReady()
+			l := r.call("exempt")
+			var epid int
+			if _, err := fmt.Sscanf(l, "exempted %d err=<nil>", &epid); err != nil || epid <= 0 {
+				t.Fatalf("exempt: %s", l)
+			}
+			ex := refs([]int{epid})
+			t.Cleanup(func() {
+				if len(ex) == 1 && ex[0].alive() {
+					syscall.Kill(epid, syscall.SIGKILL)
+				}
+			})
+			if len(ex) != 1 {
+				t.Fatalf("exempt process %d not alive", epid)
+			}
+			if pids := r.pids(); slices.Contains(pids, epid) || len(pids) != 2 {
+				t.Fatalf("Pids = %v: want the job's sh and sleep, without the exempt %d", pids, epid)
+			}
+			res := r.ladder(time.Second)
+			if res.err != "<nil>" || len(res.left) != 0 {
+				t.Fatalf("ladder: %s, left %v", res.err, res.left)
+			}
+			if !ex[0].alive() {
+				t.Fatal("the ladder ended the exempt process")
 			}
 		})
 	}

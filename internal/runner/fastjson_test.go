@@ -44,24 +44,30 @@ func TestDecodeSpecIsEncodingJSON(t *testing.T) {
 		if err := json.Unmarshal(b, &want); err != nil {
 			t.Fatal(err)
 		}
-		var got Spec
-		if !decodeSpecFast(b, &got) {
-			t.Fatalf("%s left to encoding/json", b)
+		got, err := decodeSpec(b)
+		if err != nil {
+			t.Fatalf("%s refused: %v", b, err)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s:\n got %+v\nwant %+v", b, got, want)
+		if !reflect.DeepEqual(*got, want) {
+			t.Fatalf("%s:\n got %+v\nwant %+v", b, *got, want)
 		}
 	}
-	// Not the canonical form: encoding/json decides.
-	for _, b := range []string{`{"ID":"x"}`, `{"cols":1.5}`, `{"extra":1}`, `{"policy":{"x":1}}`} {
-		var s Spec
-		if decodeSpecFast([]byte(b), &s) {
-			t.Errorf("%s taken by hand", b)
+	// Other forms encoding/json takes: the same result.
+	for _, b := range []string{`{"extra":1}`, `{"policy":{"x":[1,{}]}}`, `{"id":null,"policy":null,"cols":null}`,
+		` { "id" : "a\u00e9" , "max_runtime_seconds" : 1e2 } `} {
+		var want Spec
+		if err := json.Unmarshal([]byte(b), &want); err != nil {
+			t.Fatal(err)
 		}
-		if got, err := decodeSpec([]byte(b)); err != nil && b != `{"cols":1.5}` {
-			t.Errorf("%s: %v", b, err)
-		} else if b == `{"ID":"x"}` && got.ID != "x" {
-			t.Errorf("%s: id %q, want encoding/json's x", b, got.ID)
+		got, err := decodeSpec([]byte(b))
+		if err != nil || !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: got %+v (%v), want %+v", b, got, err, want)
+		}
+	}
+	// Not a spec: refused, with an error that says so.
+	for _, b := range []string{`{"cols":1.5}`, `{"argv":"sh"}`, `{"id":"x"`, `[]`, `{"policy":{"enabled":"yes"}}`} {
+		if _, err := decodeSpec([]byte(b)); err == nil {
+			t.Errorf("%s taken", b)
 		}
 	}
 }

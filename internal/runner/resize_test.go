@@ -3,7 +3,6 @@ package runner
 import (
 	"encoding/json"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -35,7 +34,7 @@ func TestResizeRefusedPutsTheScreenBack(t *testing.T) {
 		t.Skipf("no terminal to resize: %v", err)
 	}
 	defer slave.Close()
-	r := &Runner{spec: &Spec{Mode: "pty", Cols: 80, Rows: 24}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := &Runner{spec: &Spec{Mode: "pty", Cols: 80, Rows: 24}, log: newLogger(io.Discard), screenStart: inProcScreen(t)}
 	if err := pty.Setsize(master, &pty.Winsize{Cols: 80, Rows: 24}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -59,7 +58,7 @@ const (
 // Runner supervises one job.
 type Runner struct {
 	spec *Spec
-	log  *slog.Logger
+	log  *logger
 
 	ln *proto.Listener
 
@@ -101,6 +100,7 @@ type Runner struct {
 	ptySlave     *os.File
 	pumpDone     chan struct{} // closed when all output is on disk
 	screen       *screenFeed   // pty: the job's screen (screen.go), set under mu
+	screenStart  screenStarter // starts its screen process (nil: startScreenProc; tests set one)
 	inputCh      chan []byte
 	iw           inputWait // input-wait (inputwait.go)
 
@@ -173,7 +173,7 @@ func Main(args []string) int {
 	// No job may read the runner's memory or descriptors through /proc or
 	// ptrace, whatever its uid: not dumpable from here on.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := newLogger(os.Stderr)
 	// Nothing the runner holds may reach the job it forks: the control
 	// channel it inherited (fd 3, not close-on-exec) least of all.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -392,6 +392,7 @@ func (r *Runner) run() int {
 	if r.ln != nil {
 		os.Remove(filepath.Join(s.Dir, SocketFile))
 	}
+	r.endScreen() // screen.go
 	r.closeTracker()
 	return 0
 }

@@ -1,8 +1,9 @@
 package runner
 
 // The screen of a pty job (GET /v1/jobs/{id}/screen, POST …/keys): a
-// terminal emulator (internal/screen) fed the raw bytes read from the
-// terminal, off the output path.
+// terminal emulator fed the raw bytes read from the terminal, off the
+// output path; cold in the runner, then in a screen process
+// (screenproc.go).
 //
 // The pump that writes output.log copies each read into a bounded queue
 // and goes on; the emulator's own goroutine takes everything queued at
@@ -15,11 +16,11 @@ package runner
 // a flood of escape sequences other than colours can, and is then slowed
 // to the emulator's pace.
 //
-// The screen starts cold (internal/screen): the emulator itself is made
-// only once the program writes something beyond plain lines, the terminal
-// is resized, or more than a few KiB were written, so a job that prints a
-// few lines and ends never pays for one; its screen and screen.json come
-// from the cold rows.
+// The screen starts cold (screen.Cold): the emulator itself (the screen
+// process) is started only once the program writes something beyond plain
+// lines, the terminal is resized, or more than a few KiB were written, so
+// a job that prints a few lines and ends never pays for one; its screen
+// and screen.json come from the cold rows.
 //
 // When the job's output is drained, the emulator finishes the queue and
 // the last screen is written to screen.json in the job's directory; the
@@ -27,7 +28,6 @@ package runner
 // after that.
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"sync"
@@ -79,22 +79,23 @@ type screenFeed struct {
 
 	lastRead atomic.Int64 // unix ns of the last read from the terminal
 
-	tmu  sync.Mutex // the term
-	term *screen.Term
-	cols int // the terminal's size (term nil: too large to emulate)
-	rows int
+	tmu   sync.Mutex // the term
+	term  *liveTerm
+	cols  int // the terminal's size (term nil: too large to emulate)
+	rows  int
+	start screenStarter
 }
 
 type resizeAt struct{ off, cols, rows int }
 
-func newScreenFeed(cols, rows int) *screenFeed {
+func newScreenFeed(cols, rows int, start screenStarter) *screenFeed {
 	f := &screenFeed{
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		fedMore: make(chan struct{}), done: make(chan struct{}),
-		cols: cols, rows: rows,
+		cols: cols, rows: rows, start: start,
 	}
 	if screen.Fits(cols, rows) {
-		f.term = screen.New(cols, rows)
+		f.term = newLiveTerm(cols, rows, start)
 	}
 	go f.run()
 	return f
@@ -182,7 +183,7 @@ func (f *screenFeed) apply(buf []byte, resizes []resizeAt) {
 			n := min(end-off, feedPiece)
 			f.tmu.Lock()
 			if f.term != nil {
-				_, _ = f.term.Write(buf[off : off+n])
+				f.term.Write(buf[off : off+n])
 			}
 			f.tmu.Unlock()
 			off += n
@@ -201,7 +202,7 @@ func (f *screenFeed) apply(buf []byte, resizes []resizeAt) {
 		case f.term == nil:
 			// Emulated again: blank until the program redraws (it got
 			// SIGWINCH).
-			f.term = screen.New(rz.cols, rz.rows)
+			f.term = newLiveTerm(rz.cols, rz.rows, f.start)
 		default:
 			f.term.Resize(rz.cols, rz.rows)
 		}
@@ -228,17 +229,22 @@ func (f *screenFeed) close() {
 }
 
 // snapshot is the screen now as JSON, or why there is none.
-func (f *screenFeed) snapshot(scrollback int) (json.RawMessage, string) {
+func (f *screenFeed) snapshot(scrollback int) ([]byte, string) {
 	f.tmu.Lock()
 	defer f.tmu.Unlock()
 	if f.term == nil {
 		return nil, screenErrTooLarge + screen.ErrTooLarge(f.cols, f.rows).Error()
 	}
-	b, err := json.Marshal(f.term.Snapshot(scrollback))
-	if err != nil {
-		return nil, err.Error()
+	return f.term.Snapshot(scrollback)
+}
+
+// end ends the screen process, if one was started.
+func (f *screenFeed) end() {
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	if f.term != nil {
+		f.term.Close()
 	}
-	return b, ""
 }
 
 func (f *screenFeed) appCursor() bool {
@@ -342,7 +348,11 @@ func (r *Runner) screenFeed() (*screenFeed, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.screen == nil {
-		r.screen = newScreenFeed(r.spec.Cols, r.spec.Rows)
+		start := r.screenStart
+		if start == nil {
+			start = r.startScreenProc
+		}
+		r.screen = newScreenFeed(r.spec.Cols, r.spec.Rows, start)
 	}
 	return r.screen, ""
 }
@@ -354,7 +364,7 @@ const screenCatchUp = 2 * time.Second
 // screenOf answers a screen request: once the emulator has fed what was
 // read from the terminal so far (every byte in output.log when the request
 // came), at most after screenCatchUp.
-func (r *Runner) screenOf(scrollback int) (json.RawMessage, string) {
+func (r *Runner) screenOf(scrollback int) ([]byte, string) {
 	f, why := r.screenFeed()
 	if f == nil {
 		return nil, why
@@ -421,6 +431,17 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 func (r *Runner) startScreen() *screenFeed {
 	f, _ := r.screenFeed()
 	return f
+}
+
+// endScreen ends the job's screen process, if it has one: the runner
+// answers screens until it leaves.
+func (r *Runner) endScreen() {
+	r.mu.Lock()
+	f := r.screen
+	r.mu.Unlock()
+	if f != nil {
+		f.end()
+	}
 }
 
 // resizeScreen follows a resize of the terminal.

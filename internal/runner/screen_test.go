@@ -2,11 +2,13 @@ package runner
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/screen"
+	"github.com/shellctl/shellctl/internal/screen/emu"
 )
 
 func snap(t *testing.T, f *screenFeed) screen.Snapshot {
@@ -27,7 +29,7 @@ func snap(t *testing.T, f *screenFeed) screen.Snapshot {
 // TestScreenFeedCold: a job that prints a line and ends never makes the
 // emulator, and its last screen (what saveScreen writes) is that line.
 func TestScreenFeedCold(t *testing.T) {
-	f := newScreenFeed(200, 50)
+	f := newScreenFeed(200, 50, inProcScreen(t))
 	f.put([]byte("hi\r\n"))
 	f.close()
 	b, why := f.snapshot(screen.ScrollbackLines)
@@ -49,7 +51,7 @@ func TestScreenFeedCold(t *testing.T) {
 // TestScreenFeedResizeInOrder: a resize applies between the bytes read
 // before it and those after.
 func TestScreenFeedResizeInOrder(t *testing.T) {
-	f := newScreenFeed(20, 3)
+	f := newScreenFeed(20, 3, inProcScreen(t))
 	defer f.close()
 	f.put([]byte(strings.Repeat("x", 15)))
 	f.resize(10, 4)
@@ -74,7 +76,7 @@ func TestScreenFeedResizeInOrder(t *testing.T) {
 // TestScreenFeedBounded: the output waits for the emulator only once it is
 // screenQueue behind, and no byte is lost.
 func TestScreenFeedBounded(t *testing.T) {
-	f := newScreenFeed(40, 5)
+	f := newScreenFeed(40, 5, inProcScreen(t))
 	defer f.close()
 	f.tmu.Lock() // the emulator cannot feed
 	f.put([]byte("first\r\n"))
@@ -128,7 +130,7 @@ func TestScreenFeedBounded(t *testing.T) {
 
 // TestScreenFeedSettle: keys are answered after the terminal went quiet.
 func TestScreenFeedSettle(t *testing.T) {
-	f := newScreenFeed(40, 5)
+	f := newScreenFeed(40, 5, inProcScreen(t))
 	defer f.close()
 	start := time.Now()
 	go func() {
@@ -141,5 +143,32 @@ func TestScreenFeedSettle(t *testing.T) {
 	b, _ := f.snapshot(0)
 	if !strings.Contains(string(b), `"abcde"`) || time.Since(start) < 250*time.Millisecond {
 		t.Fatalf("settled after %v with %s", time.Since(start), b)
+	}
+}
+
+// inProcScreen starts screens served in the test's own process (emu.Serve
+// over pipes): the frames are the screen process's, without its binary.
+func inProcScreen(tb testing.TB) screenStarter {
+	return func(cols, rows int) (*screenConn, error) {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = emu.Serve(inR, outW)
+			inR.Close()
+			outW.Close()
+		}()
+		tb.Cleanup(func() { inW.Close(); <-done })
+		if _, err := inW.Write(screen.AppendInts(nil, screen.FrameStart, screen.Protocol, cols, rows)); err != nil {
+			return nil, err
+		}
+		return &screenConn{in: inW, out: outR}, nil
 	}
 }

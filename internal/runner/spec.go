@@ -6,12 +6,12 @@
 package runner
 
 import (
-	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strconv"
 
 	"github.com/shellctl/shellctl/internal/isolation"
-	"github.com/shellctl/shellctl/internal/runner/proto"
+	"github.com/shellctl/shellctl/internal/jsonstr"
 )
 
 // Files of a job directory.
@@ -51,24 +51,17 @@ type Spec struct {
 // JobDir is the directory of job id under stateDir.
 func JobDir(stateDir, id string) string { return filepath.Join(stateDir, "jobs", id) }
 
-// decodeSpec decodes an assigned spec: by hand when it is in the form
-// encoding/json writes (proto.Reader), so a runner builds no reflection
-// caches for it, else by encoding/json.
+// decodeSpec decodes an assigned spec, by hand (jsonstr.Reader), so a
+// runner links no encoding/json: whatever encoding/json writes for a Spec
+// decodes as encoding/json decodes it (TestDecodeSpecIsEncodingJSON);
+// unknown keys are skipped, and a null leaves a field as it is.
 func decodeSpec(b []byte) (*Spec, error) {
 	s := new(Spec)
-	if decodeSpecFast(b, s) {
-		return s, nil
-	}
-	*s = Spec{}
-	if err := json.Unmarshal(b, s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func decodeSpecFast(b []byte, s *Spec) bool {
-	r := proto.NewReader(b)
+	r := jsonstr.NewReader(b)
 	str := func(p *string) bool {
+		if r.Null() {
+			return true
+		}
 		v, ok := r.String()
 		*p = v
 		return ok
@@ -79,6 +72,9 @@ func decodeSpecFast(b []byte, s *Spec) bool {
 		return ok
 	}
 	in := func(p *int) bool {
+		if r.Null() {
+			return true
+		}
 		n, ok := r.Int(strconv.IntSize)
 		*p = int(n)
 		return ok
@@ -108,10 +104,16 @@ func decodeSpecFast(b []byte, s *Spec) bool {
 		case "rows":
 			return in(&s.Rows)
 		case "policy":
+			if r.Null() {
+				return true
+			}
 			p := &s.Policy
 			return r.Object(func(key string) bool {
 				switch key {
 				case "enabled":
+					if r.Null() {
+						return true
+					}
 					v, ok := r.Bool()
 					p.Enabled = v
 					return ok
@@ -122,20 +124,29 @@ func decodeSpecFast(b []byte, s *Spec) bool {
 				case "rw_dev":
 					return list(&p.RWDev)
 				}
-				return false
+				return r.Skip()
 			})
 		case "force_isolation_fail":
 			return str(&s.ForceIsolationFail)
 		case "max_runtime_seconds":
+			if r.Null() {
+				return true
+			}
 			f, ok := r.Float()
 			s.MaxRuntimeSeconds = f
 			return ok
 		case "max_output_bytes":
+			if r.Null() {
+				return true
+			}
 			n, ok := r.Int(64)
 			s.MaxOutputBytes = n
 			return ok
 		}
-		return false
+		return r.Skip()
 	})
-	return ok && r.End()
+	if !ok || !r.End() {
+		return nil, fmt.Errorf("the job's spec (%d bytes) is not a JSON object of a spec's fields: the server and this runner are from different builds?", len(b))
+	}
+	return s, nil
 }

@@ -8,13 +8,15 @@ import "bytes"
 // made and zeroed when the Term is, page faults as they are first touched,
 // and the collections that allocation brings on; most pty jobs (a command
 // that prints a few lines and ends) never draw anything an emulator is
-// needed for. So a Term starts cold: it keeps the bytes written so far and
-// the screen they draw, computed here, and makes the emulator (warm) only
-// on the first byte outside the subset below, on a Resize, or once more
-// than coldMax bytes were written. The emulator is then fed the kept bytes
-// and everything after, so its screen is the one feeding every byte from
-// the start gives (FuzzColdSame checks that against a Term emulating from
-// the start, for any input in any writes).
+// needed for, and the emulator's code is not even in the runner's binary
+// (it is in the screen process, cmd/shellctl-screen). So a screen starts
+// Cold: it keeps the bytes written so far and the screen they draw,
+// computed here, and its owner makes the emulator (warm) only on the first
+// byte outside the subset below, on a resize, or once more than ColdMax
+// bytes were written. The emulator is then fed the kept bytes (Raw) and
+// everything after, so its screen is the one feeding every byte from the
+// start gives (FuzzColdSame in internal/screen/emu checks that against a
+// Term emulating from the start, for any input in any writes).
 //
 // The subset (the cursor starts at the top left, on the main screen):
 //   - printable ASCII (0x20–0x7e): written at the cursor, which moves one
@@ -36,14 +38,16 @@ import "bytes"
 // screen's are the initial ones (no title, the cursor shown, the main
 // screen, normal cursor keys, no scrollback).
 
-// coldMax bounds the bytes a cold Term keeps: past it the emulator is
+// ColdMax bounds the bytes a Cold screen keeps: past it the emulator is
 // made and fed them.
-const coldMax = 8 << 10
+const ColdMax = 8 << 10
 
 // coldCSIMax bounds the parameters of a sequence kept.
 const coldCSIMax = 64
 
-type cold struct {
+// Cold is a screen without an emulator, for the subset above. The zero
+// value is a blank screen. Not safe for concurrent use.
+type Cold struct {
 	raw  []byte   // every byte written
 	rows [][]byte // the rows down to the last drawn on, cols bytes each (nil: blank)
 	x, y int      // the cursor
@@ -54,9 +58,24 @@ type cold struct {
 	csi []byte
 }
 
+// Write follows p on a cols × rows cold screen and keeps it: false when p
+// would take the kept bytes past ColdMax or a byte of it is outside the
+// subset. Then the screen is spent (partly updated, p not kept): its owner
+// makes the emulator and feeds it Raw, then p.
+func (c *Cold) Write(p []byte, cols, rows int) bool {
+	if len(c.raw)+len(p) > ColdMax || !c.take(p, cols, rows) {
+		return false
+	}
+	c.raw = append(c.raw, p...)
+	return true
+}
+
+// Raw is every byte kept so far.
+func (c *Cold) Raw() []byte { return c.raw }
+
 // take follows p on the cold screen: false when a byte of it is outside
 // the subset (then the cold screen is partly updated and must be dropped).
-func (c *cold) take(p []byte, cols, rows int) bool {
+func (c *Cold) take(p []byte, cols, rows int) bool {
 	for _, b := range p {
 		switch c.esc {
 		case 1:
@@ -129,8 +148,9 @@ func (c *cold) take(p []byte, cols, rows int) bool {
 	return true
 }
 
-// snapshot is the cold screen as Snapshot answers it.
-func (c *cold) snapshot(cols, rows, scrollback int) Snapshot {
+// Snapshot is the cold screen of a cols × rows terminal, as the API
+// answers it (scrollback as in emu.Term.Snapshot: none is ever kept).
+func (c *Cold) Snapshot(cols, rows, scrollback int) Snapshot {
 	s := Snapshot{
 		Cols: cols, Rows: rows,
 		Cursor: Cursor{Row: c.y, Col: c.x, Visible: true},
@@ -148,7 +168,9 @@ func (c *cold) snapshot(cols, rows, scrollback int) Snapshot {
 	return s
 }
 
-func (c *cold) footprint() int64 {
+// Footprint is what the cold screen holds in memory, in bytes: at most
+// ColdMax bytes kept and the rows they drew (cols × rows bytes).
+func (c *Cold) Footprint() int64 {
 	n := int64(cap(c.raw) + cap(c.csi) + 24*len(c.rows))
 	for _, r := range c.rows {
 		n += int64(cap(r))

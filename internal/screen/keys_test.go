@@ -59,25 +59,3 @@ func TestKeysRejected(t *testing.T) {
 		}
 	}
 }
-
-// TestKeysFollowDECCKM: the cursor keys follow the mode the program set.
-func TestKeysFollowDECCKM(t *testing.T) {
-	tm := New(10, 2)
-	defer tm.Close()
-	up := func() string { b, _ := Keys([]string{"Up"}, tm.AppCursor()); return string(b) }
-	if up() != "\x1b[A" {
-		t.Fatalf("default: %q", up())
-	}
-	feed(tm, "\x1b[?1h")
-	if up() != "\x1bOA" {
-		t.Fatalf("after DECCKM set: %q", up())
-	}
-	feed(tm, "\x1b[?1l")
-	if up() != "\x1b[A" {
-		t.Fatalf("after DECCKM reset: %q", up())
-	}
-	feed(tm, "\x1b[?1h\x1bc")
-	if up() != "\x1b[A" {
-		t.Fatalf("after a full reset: %q", up())
-	}
-}

@@ -30,10 +30,7 @@ func (c *Conn) SendWithFDs(m *Msg, fds []int) error {
 	if _, _, err := uc.WriteMsgUnix([]byte{fdMarker}, unix.UnixRights(fds...), nil); err != nil {
 		return fmt.Errorf("send %s descriptors: %w", m.T, err)
 	}
-	if err := c.enc.Encode(m); err != nil {
-		return fmt.Errorf("send %s: %w", m.T, err)
-	}
-	return nil
+	return c.write(m)
 }
 
 // RecvFDs reads the descriptors SendWithFDs sent (close-on-exec), before

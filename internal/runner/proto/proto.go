@@ -6,7 +6,6 @@ package proto
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
@@ -77,7 +76,7 @@ type Msg struct {
 	Target string `json:"target,omitempty"`
 
 	// assign: the job's spec (runner.Spec as JSON).
-	Spec json.RawMessage `json:"spec,omitempty"`
+	Spec RawJSON `json:"spec,omitempty"`
 
 	// hello: the job's control key. A connection through the socket file
 	// must prove it may steer the runner: the key is in the job's spec,
@@ -91,11 +90,11 @@ type Msg struct {
 	// screen: Keys (names or text) to type; Scrollback rows asked for;
 	// QuietMS and TimeoutMS of a keys request's settling (0: defaults);
 	// Screen in the ack.
-	Keys       []string        `json:"keys,omitempty"`
-	Scrollback int             `json:"scrollback,omitempty"`
-	QuietMS    int             `json:"quiet_ms,omitempty"`
-	TimeoutMS  int             `json:"timeout_ms,omitempty"`
-	Screen     json.RawMessage `json:"screen,omitempty"`
+	Keys       []string `json:"keys,omitempty"`
+	Scrollback int      `json:"scrollback,omitempty"`
+	QuietMS    int      `json:"quiet_ms,omitempty"`
+	TimeoutMS  int      `json:"timeout_ms,omitempty"`
+	Screen     RawJSON  `json:"screen,omitempty"`
 
 	// input-wait (state, input_wait, the ack of input_wait_query):
 	// whether the terminal's foreground process is blocked reading it, and
@@ -120,7 +119,6 @@ type Conn struct {
 	c    Stream
 	r    *bufio.Reader
 	wmu  sync.Mutex
-	enc  *json.Encoder
 	wbuf []byte // Send's buffer (fastjson.go), under wmu
 	max  int    // the longest message Recv takes (SetMaxLine)
 }
@@ -137,7 +135,7 @@ const readBuffer = 4 << 10
 
 // NewConn wraps a connected socket.
 func NewConn(c Stream) *Conn {
-	return &Conn{c: c, r: bufio.NewReaderSize(c, readBuffer), enc: json.NewEncoder(c), max: maxLine}
+	return &Conn{c: c, r: bufio.NewReaderSize(c, readBuffer), max: maxLine}
 }
 
 // MaxHello is the most a runner reads from a connection through its
@@ -154,16 +152,19 @@ func (c *Conn) SetMaxLine(n int) { c.max = min(n, maxLine) }
 func (c *Conn) Send(m *Msg) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if b, ok := appendMsgFast(c.wbuf[:0], m); ok {
-		if cap(b) <= readBuffer {
-			c.wbuf = b // a rare long one is not kept
-		}
-		if _, err := c.c.Write(b); err != nil {
-			return fmt.Errorf("send %s: %w", m.T, err)
-		}
-		return nil
+	return c.write(m)
+}
+
+// write writes m, under wmu.
+func (c *Conn) write(m *Msg) error {
+	b, err := appendMsg(c.wbuf[:0], m)
+	if err != nil {
+		return fmt.Errorf("send %s: %w", m.T, err)
 	}
-	if err := c.enc.Encode(m); err != nil {
+	if cap(b) <= readBuffer {
+		c.wbuf = b // a rare long one is not kept
+	}
+	if _, err := c.c.Write(b); err != nil {
 		return fmt.Errorf("send %s: %w", m.T, err)
 	}
 	return nil
@@ -200,12 +201,8 @@ func (c *Conn) Recv() (*Msg, error) {
 		break
 	}
 	m := new(Msg)
-	if decodeMsgFast(line, m) {
-		return m, nil
-	}
-	*m = Msg{}
-	if err := json.Unmarshal(line, m); err != nil {
-		return nil, fmt.Errorf("decode control message: %w", err)
+	if !decodeMsg(line, m) {
+		return nil, fmt.Errorf("decode control message (%d bytes): not a JSON object with the protocol's fields", len(line))
 	}
 	return m, nil
 }

@@ -1,4 +1,4 @@
-package screen
+package emu
 
 // The emulator's state that it does not export and the fast paths depend
 // on, read in place (reflect finds the fields once; TestEmulatorState

@@ -1,7 +1,8 @@
-package screen
+package emu
 
 import (
 	"fmt"
+	"github.com/shellctl/shellctl/internal/screen"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -72,7 +73,7 @@ func TestLongLinesSame(t *testing.T) {
 					resized = true
 				}
 			}
-			a, s := fast.Snapshot(ScrollbackLines), slow.Snapshot(ScrollbackLines)
+			a, s := fast.Snapshot(screen.ScrollbackLines), slow.Snapshot(screen.ScrollbackLines)
 			if !reflect.DeepEqual(a, s) {
 				t.Fatalf("size %v round %d: screens differ for %q\nfast: %q %+v\nslow: %q %+v\nfast scrollback tail %q\nslow scrollback tail %q",
 					size, round, in, a.Lines, a.Cursor, s.Lines, s.Cursor, tail(*a.Scrollback), tail(*s.Scrollback))
@@ -111,7 +112,7 @@ func TestLongLineTaken(t *testing.T) {
 		fed := New(80, 24)
 		byteByByte(fed, c.setup+long)
 		_, _ = tm.Write([]byte(long[n:]))
-		if a, b := tm.Snapshot(ScrollbackLines), fed.Snapshot(ScrollbackLines); !reflect.DeepEqual(a, b) {
+		if a, b := tm.Snapshot(screen.ScrollbackLines), fed.Snapshot(screen.ScrollbackLines); !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: screens differ:\n%q %+v\n%q %+v", c.name, a.Lines, a.Cursor, b.Lines, b.Cursor)
 		}
 		tm.Close()
@@ -137,7 +138,7 @@ func TestLongLineSmallWrites(t *testing.T) {
 	want := New(200, 50)
 	defer want.Close()
 	byteByByte(want, "\x1b[50;1H"+strings.Repeat("a", 100_000))
-	if a, b := tm.Snapshot(ScrollbackLines), want.Snapshot(ScrollbackLines); !reflect.DeepEqual(a, b) {
+	if a, b := tm.Snapshot(screen.ScrollbackLines), want.Snapshot(screen.ScrollbackLines); !reflect.DeepEqual(a, b) {
 		t.Errorf("screens differ:\n%q %+v\n%q %+v", a.Lines, a.Cursor, b.Lines, b.Cursor)
 	}
 }

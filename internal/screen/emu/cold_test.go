@@ -1,7 +1,8 @@
-package screen
+package emu
 
 import (
 	"fmt"
+	"github.com/shellctl/shellctl/internal/screen"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -32,7 +33,7 @@ func runCold(t *testing.T, c, r uint8, in, plan []byte) {
 	var did []string // the steps so far, for the message
 	check := func() {
 		t.Helper()
-		a, b := got.Snapshot(ScrollbackLines), want.Snapshot(ScrollbackLines)
+		a, b := got.Snapshot(screen.ScrollbackLines), want.Snapshot(screen.ScrollbackLines)
 		if !reflect.DeepEqual(a, b) || got.AppCursor() != want.AppCursor() {
 			t.Fatalf("%dx%d after %q (cold: %v):\nstarted cold: %+v %q app cursor %v\nemulated:     %+v %q app cursor %v",
 				cols, rows, did, got.emu == nil, a.Cursor, a.Lines, got.AppCursor(), b.Cursor, b.Lines, want.AppCursor())
@@ -127,8 +128,8 @@ func FuzzColdSame(f *testing.F) {
 		f.Add(sz[0], sz[1], in, plan)
 	}
 	// Past the bound of bytes kept, all within the subset.
-	f.Add(uint8(79), uint8(23), []byte(strings.Repeat("ab\x1b[1mcd\x1b[m\r", coldMax/10+1)), []byte{200, 100})
-	f.Add(uint8(79), uint8(23), []byte(strings.Repeat("x", coldMax)+"y"), []byte{255})
+	f.Add(uint8(79), uint8(23), []byte(strings.Repeat("ab\x1b[1mcd\x1b[m\r", screen.ColdMax/10+1)), []byte{200, 100})
+	f.Add(uint8(79), uint8(23), []byte(strings.Repeat("x", screen.ColdMax)+"y"), []byte{255})
 	f.Fuzz(runCold)
 }
 
@@ -154,7 +155,7 @@ func TestColdUntilNeeded(t *testing.T) {
 		{"UTF-8", []string{"café\r\n"}, false},
 		{"a title", []string{"\x1b]0;t\x07"}, false},
 		{"application cursor keys", []string{"\x1b[?1h"}, false},
-		{"past the bound", []string{strings.Repeat("a\r", coldMax/2), "b"}, false},
+		{"past the bound", []string{strings.Repeat("a\r", screen.ColdMax/2), "b"}, false},
 	} {
 		tm := New(80, 24)
 		for _, p := range c.in {
@@ -164,7 +165,7 @@ func TestColdUntilNeeded(t *testing.T) {
 			t.Errorf("%s: cold %v, want %v", c.name, cold, c.cold)
 		}
 		if c.cold {
-			if f := tm.Footprint(); f > 2*coldMax {
+			if f := tm.Footprint(); f > 2*screen.ColdMax {
 				t.Errorf("%s: a cold screen's footprint is %d bytes", c.name, f)
 			}
 		}
@@ -185,7 +186,7 @@ func TestColdSnapshot(t *testing.T) {
 	defer tm.Close()
 	feed(tm, "ab\tc\x1b[32mdef\x1b[m\r\n0123456789XY\r\n\x1b[1mxyz\bQ\x1b[K")
 	s := tm.Snapshot(5)
-	want := Snapshot{Cols: 10, Rows: 5, Cursor: Cursor{Row: 4, Col: 3, Visible: true},
+	want := screen.Snapshot{Cols: 10, Rows: 5, Cursor: screen.Cursor{Row: 4, Col: 3, Visible: true},
 		Lines: []string{"ab      cd", "ef", "0123456789", "XY", "xyQ"}, Scrollback: &[]string{}}
 	if tm.emu != nil || !reflect.DeepEqual(s, want) {
 		t.Fatalf("cold %v: %+v %q, want %+v %q", tm.emu == nil, s, s.Lines, want, want.Lines)

@@ -1,6 +1,7 @@
-package screen
+package emu
 
 import (
+	"github.com/shellctl/shellctl/internal/screen"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -74,9 +75,9 @@ func TestScrollSame(t *testing.T) {
 			tm := New(size[0], size[1])
 			feed(tm, in.String())
 			wantLines, wantSB := rawLines(raw, size[0], size[1])
-			got := tm.Snapshot(ScrollbackLines)
-			if len(wantSB) > ScrollbackLines {
-				wantSB = wantSB[len(wantSB)-ScrollbackLines:]
+			got := tm.Snapshot(screen.ScrollbackLines)
+			if len(wantSB) > screen.ScrollbackLines {
+				wantSB = wantSB[len(wantSB)-screen.ScrollbackLines:]
 			}
 			if wantSB == nil {
 				wantSB = []string{}

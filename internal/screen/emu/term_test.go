@@ -1,8 +1,9 @@
-package screen
+package emu
 
 import (
 	"bytes"
 	"fmt"
+	"github.com/shellctl/shellctl/internal/screen"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -20,7 +21,7 @@ func TestLinesCursorTrim(t *testing.T) {
 	if !reflect.DeepEqual(s.Lines, want) {
 		t.Fatalf("lines %q, want %q", s.Lines, want)
 	}
-	if s.Cursor != (Cursor{Row: 2, Col: 3, Visible: true}) {
+	if s.Cursor != (screen.Cursor{Row: 2, Col: 3, Visible: true}) {
 		t.Fatalf("cursor %+v", s.Cursor)
 	}
 	if s.Cols != 20 || s.Rows != 4 || s.AltScreen || s.Scrollback != nil {
@@ -28,7 +29,7 @@ func TestLinesCursorTrim(t *testing.T) {
 	}
 	feed(tm, "\x1b[?25l\x1b[1;6H!")
 	s = tm.Snapshot(0)
-	if s.Cursor != (Cursor{Row: 0, Col: 6, Visible: false}) || s.Lines[0] != "hello!" {
+	if s.Cursor != (screen.Cursor{Row: 0, Col: 6, Visible: false}) || s.Lines[0] != "hello!" {
 		t.Fatalf("after CUP: cursor %+v line %q", s.Cursor, s.Lines[0])
 	}
 }
@@ -75,8 +76,8 @@ func TestScrollbackCapAndOrder(t *testing.T) {
 	feed(tm, b.String())
 	s := tm.Snapshot(5000)
 	sb := *s.Scrollback
-	if len(sb) != ScrollbackLines {
-		t.Fatalf("scrollback has %d rows, want the cap %d", len(sb), ScrollbackLines)
+	if len(sb) != screen.ScrollbackLines {
+		t.Fatalf("scrollback has %d rows, want the cap %d", len(sb), screen.ScrollbackLines)
 	}
 	// 5000 lines and a blank bottom row on a 5-row screen: 4 on screen.
 	if sb[len(sb)-1] != "line 4995" || sb[0] != "line 3996" {
@@ -99,11 +100,11 @@ func TestScrollbackByteCap(t *testing.T) {
 	tm := New(4000, 16)
 	defer tm.Close()
 	feed(tm, strings.Repeat(strings.Repeat("y", 3000)+"\r\n", 1000))
-	if tm.sb.bytes > ScrollbackBytes {
-		t.Fatalf("scrollback holds %d bytes, over the cap %d", tm.sb.bytes, ScrollbackBytes)
+	if tm.sb.bytes > screen.ScrollbackBytes {
+		t.Fatalf("scrollback holds %d bytes, over the cap %d", tm.sb.bytes, screen.ScrollbackBytes)
 	}
-	if n := tm.sb.len(); n != ScrollbackBytes/3000 {
-		t.Fatalf("scrollback holds %d rows, want %d", n, ScrollbackBytes/3000)
+	if n := tm.sb.len(); n != screen.ScrollbackBytes/3000 {
+		t.Fatalf("scrollback holds %d rows, want %d", n, screen.ScrollbackBytes/3000)
 	}
 }
 
@@ -112,7 +113,7 @@ func TestScrollbackByteCap(t *testing.T) {
 func TestFootprintBounded(t *testing.T) {
 	tm := New(200, 50)
 	defer tm.Close()
-	bound := 2*200*50*CellBytes + ScrollbackLines*16 + ScrollbackBytes + parserBytes
+	bound := 2*200*50*CellBytes + screen.ScrollbackLines*16 + screen.ScrollbackBytes + parserBytes
 	// In reads of 1000 lines, as a pump hands a flood over.
 	var b strings.Builder
 	for i := range 100000 {
@@ -216,7 +217,7 @@ func TestFastForwardSame(t *testing.T) {
 				rest = rest[n:]
 			}
 			byteByByte(slow, in)
-			a, s := fast.Snapshot(ScrollbackLines), slow.Snapshot(ScrollbackLines)
+			a, s := fast.Snapshot(screen.ScrollbackLines), slow.Snapshot(screen.ScrollbackLines)
 			if !reflect.DeepEqual(a, s) {
 				t.Fatalf("size %v round %d: fast-forwarded screen differs\nfast: %q %+v\nslow: %q %+v\nfast scrollback tail %q\nslow scrollback tail %q",
 					size, round, a.Lines, a.Cursor, s.Lines, s.Cursor, tail(*a.Scrollback), tail(*s.Scrollback))
@@ -264,7 +265,7 @@ func TestFastForwardTaken(t *testing.T) {
 		byteByByte(fed, c.setup)
 		byteByByte(fed, flood.String())
 		_, _ = tm.Write(flood.Bytes()[n:])
-		if a, b := tm.Snapshot(ScrollbackLines), fed.Snapshot(ScrollbackLines); !reflect.DeepEqual(a, b) {
+		if a, b := tm.Snapshot(screen.ScrollbackLines), fed.Snapshot(screen.ScrollbackLines); !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: screens differ:\n%q\n%q", c.name, a.Lines, b.Lines)
 		}
 		tm.Close()
@@ -281,7 +282,7 @@ func TestResize(t *testing.T) {
 	if s.Cols != 40 || s.Rows != 10 || len(s.Lines) != 10 || s.Lines[0] != "abc" {
 		t.Fatalf("after resize: %+v", s)
 	}
-	if !Fits(256, 256) || Fits(4096, 4096) || Fits(0, 5) {
+	if !screen.Fits(256, 256) || screen.Fits(4096, 4096) || screen.Fits(0, 5) {
 		t.Fatal("Fits is wrong")
 	}
 }
@@ -343,5 +344,27 @@ func BenchmarkRandomBytes(b *testing.B) {
 			_, _ = tm.Write(p[:n])
 			p = p[n:]
 		}
+	}
+}
+
+// TestKeysFollowDECCKM: the cursor keys follow the mode the program set.
+func TestKeysFollowDECCKM(t *testing.T) {
+	tm := New(10, 2)
+	defer tm.Close()
+	up := func() string { b, _ := screen.Keys([]string{"Up"}, tm.AppCursor()); return string(b) }
+	if up() != "\x1b[A" {
+		t.Fatalf("default: %q", up())
+	}
+	feed(tm, "\x1b[?1h")
+	if up() != "\x1bOA" {
+		t.Fatalf("after DECCKM set: %q", up())
+	}
+	feed(tm, "\x1b[?1l")
+	if up() != "\x1b[A" {
+		t.Fatalf("after DECCKM reset: %q", up())
+	}
+	feed(tm, "\x1b[?1h\x1bc")
+	if up() != "\x1b[A" {
+		t.Fatalf("after a full reset: %q", up())
 	}
 }

@@ -1,4 +1,4 @@
-package screen
+package emu
 
 // Fast-forward through floods of plain lines.
 //
@@ -21,6 +21,7 @@ package screen
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/shellctl/shellctl/internal/screen"
 	"strings"
 )
 
@@ -271,7 +272,7 @@ func (t *Term) scrollRows(p []byte, rows []span) {
 	// One copy of the new rows' bytes for all of them: the rows are
 	// consecutive, so what the scrollback and the pending screen keep of
 	// these copies is their own bytes and at most one partial copy.
-	first := max(0, drop-ScrollbackLines)
+	first := max(0, drop-screen.ScrollbackLines)
 	if first < len(rows) {
 		base := rows[first].a
 		buf := append([]byte(nil), p[base:rows[len(rows)-1].b]...)

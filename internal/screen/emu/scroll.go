@@ -1,4 +1,4 @@
-package screen
+package emu
 
 // Scrolling without copying the screen.
 //

@@ -1,0 +1,140 @@
+package runner
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shellctl/shellctl/internal/screen"
+	"github.com/shellctl/shellctl/internal/screen/emu"
+)
+
+// stuckScreen starts "screen processes" that never read nor answer, as
+// a stopped one would.
+func stuckScreen(tb testing.TB) screenStarter {
+	return func(cols, rows int) (*screenConn, error) {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		tb.Cleanup(func() { inR.Close(); outW.Close() })
+		return &screenConn{in: inW, out: outR}, nil
+	}
+}
+
+func withProcTimeout(t *testing.T, d time.Duration) {
+	old := screenProcTimeout
+	screenProcTimeout = d
+	t.Cleanup(func() { screenProcTimeout = old })
+}
+
+// TestLiveTermStuckProcess: a screen process that stops reading (its
+// pipe full) or answering is given up after screenProcTimeout, and the
+// screen says why; the writes never block past the bound.
+func TestLiveTermStuckProcess(t *testing.T) {
+	withProcTimeout(t, 200*time.Millisecond)
+	t.Run("writes", func(t *testing.T) {
+		lt := newLiveTerm(80, 24, stuckScreen(t))
+		t0 := time.Now()
+		lt.Write([]byte("\x1b[2J")) // warm: the process is started
+		for i := 0; i < 64; i++ {   // 4 MiB: far past a pipe's capacity
+			lt.Write([]byte(strings.Repeat("x", 64<<10)))
+		}
+		if el := time.Since(t0); el > 5*time.Second {
+			t.Fatalf("writes to a stuck screen process took %v", el)
+		}
+		_, why := lt.Snapshot(0)
+		if !strings.HasPrefix(why, screenUnavailable) || !strings.Contains(why, "made no progress") {
+			t.Fatalf("screen after a stuck process: %q", why)
+		}
+	})
+	t.Run("answer", func(t *testing.T) {
+		lt := newLiveTerm(80, 24, stuckScreen(t))
+		lt.Write([]byte("\x1b[2J"))
+		t0 := time.Now()
+		_, why := lt.Snapshot(0)
+		if el := time.Since(t0); el > 5*time.Second {
+			t.Fatalf("a screen request to a stuck process took %v", el)
+		}
+		if !strings.HasPrefix(why, screenUnavailable) || !strings.Contains(why, "made no progress") {
+			t.Fatalf("screen after no answer: %q", why)
+		}
+		if lt.AppCursor() {
+			t.Fatal("app cursor from a broken screen")
+		}
+	})
+}
+
+// TestLiveTermOtherBuild: a screen process of another protocol refuses,
+// and the screen says what to install.
+func TestLiveTermOtherBuild(t *testing.T) {
+	start := func(cols, rows int) (*screenConn, error) {
+		inR, inW, _ := os.Pipe()
+		outR, outW, _ := os.Pipe()
+		go func() { _ = emu.Serve(inR, outW); inR.Close(); outW.Close() }()
+		_, err := inW.Write(screen.AppendInts(nil, screen.FrameStart, screen.Protocol+1, cols, rows))
+		return &screenConn{in: inW, out: outR}, err
+	}
+	lt := newLiveTerm(80, 24, start)
+	defer lt.Close()
+	lt.Write([]byte("\x1b[2Jdrawn"))
+	_, why := lt.Snapshot(0)
+	if !strings.HasPrefix(why, screenUnavailable) || !strings.Contains(why, "screen protocol") || !strings.Contains(why, "install the shellctl-screen") {
+		t.Fatalf("screen from another build: %q", why)
+	}
+}
+
+// TestLiveTermColdThenWarm: plain lines stay in the runner; the first
+// sequence beyond them starts the screen process, which is fed what was
+// kept, so the screen is the same as one emulated from the start.
+func TestLiveTermColdThenWarm(t *testing.T) {
+	started := 0
+	inProc := inProcScreen(t)
+	lt := newLiveTerm(20, 5, func(c, r int) (*screenConn, error) { started++; return inProc(c, r) })
+	defer lt.Close()
+	lt.Write([]byte("one\r\ntwo\r\n"))
+	if started != 0 || lt.Emulating() {
+		t.Fatal("plain lines started a screen process")
+	}
+	lt.Write([]byte("\x1b[1;5Hx\x1b[?1h"))
+	if started != 1 {
+		t.Fatalf("%d screen processes started, want 1", started)
+	}
+	b, why := lt.Snapshot(0)
+	if why != "" || !strings.Contains(string(b), `"lines":["one x","two","","",""]`) {
+		t.Fatalf("warm screen %s %q", b, why)
+	}
+	if !lt.AppCursor() {
+		t.Fatal("DECCKM set in the screen process, not reported")
+	}
+	lt.Resize(10, 3)
+	b, _ = lt.Snapshot(0)
+	if !strings.Contains(string(b), `"cols":10,"rows":3`) {
+		t.Fatalf("after resize %s", b)
+	}
+}
+
+// The cold screen's JSON is what encoding/json writes for the snapshot.
+func TestAppendSnapshotIsEncodingJSON(t *testing.T) {
+	sb := []string{"old", `q"<&>`, ""}
+	empty := []string{}
+	for _, s := range []screen.Snapshot{
+		{Cols: 80, Rows: 2, Cursor: screen.Cursor{Row: 1, Col: 3, Visible: true}, Lines: []string{"hi", ""}},
+		{Cols: 3, Rows: 1, AltScreen: true, Title: "t\u2028\xff", Lines: []string{"é\x01"}, Scrollback: &sb},
+		{Cols: 1, Rows: 1, Lines: nil, Scrollback: &empty},
+	} {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendSnapshot(nil, s); string(got) != string(want) {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+	}
+}
