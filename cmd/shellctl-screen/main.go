@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/screen"
 	"github.com/shellctl/shellctl/internal/screen/emu"
 )
@@ -20,6 +21,12 @@ func main() {
 	if len(os.Args) != 2 || os.Args[1] != screen.ProcessArg {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
+	}
+	// It parses what a job writes, and needs no file: none it can open.
+	if note, err := isolation.ConfineNoFiles(); err != nil {
+		fmt.Fprintln(os.Stderr, "shellctl-screen: running unconfined:", err)
+	} else if note != "" {
+		fmt.Fprintln(os.Stderr, "shellctl-screen:", note)
 	}
 	if err := emu.Serve(os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "shellctl-screen:", err)

@@ -15,6 +15,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == StageArg {
 		os.Exit(StageMain())
 	}
+	if len(os.Args) > 2 && os.Args[1] == noFilesArg {
+		os.Exit(noFilesProbe(os.Args[2]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == probeArg {
 		os.Exit(runProbe(os.Args[2:]))
 	}

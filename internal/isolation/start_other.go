@@ -59,3 +59,8 @@ type Started struct {
 	Code    int
 	Err     error
 }
+
+// ConfineNoFiles is only implemented on Linux (Landlock).
+func ConfineNoFiles() (string, error) {
+	return "", errors.New("confining a process needs Landlock (Linux)")
+}
