@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -148,7 +149,12 @@ func TestScreenFeedSettle(t *testing.T) {
 
 // inProcScreen starts screens served in the test's own process (emu.Serve
 // over pipes): the frames are the screen process's, without its binary.
-func inProcScreen(tb testing.TB) screenStarter {
+func inProcScreen(tb testing.TB) screenStarter { return fakeScreen(tb, emu.Serve, screen.Protocol) }
+
+// fakeScreen starts "screen processes" over pipes: serve (nil: one that
+// never reads nor answers, as a stopped one) with a start frame of
+// protocol.
+func fakeScreen(tb testing.TB, serve func(io.Reader, io.Writer) error, protocol int) screenStarter {
 	return func(cols, rows int) (*screenConn, error) {
 		inR, inW, err := os.Pipe()
 		if err != nil {
@@ -158,15 +164,19 @@ func inProcScreen(tb testing.TB) screenStarter {
 		if err != nil {
 			return nil, err
 		}
+		if serve == nil {
+			tb.Cleanup(func() { inR.Close(); outW.Close() })
+			return &screenConn{in: inW, out: outR}, nil
+		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = emu.Serve(inR, outW)
+			_ = serve(inR, outW)
 			inR.Close()
 			outW.Close()
 		}()
 		tb.Cleanup(func() { inW.Close(); <-done })
-		if _, err := inW.Write(screen.AppendInts(nil, screen.FrameStart, screen.Protocol, cols, rows)); err != nil {
+		if _, err := inW.Write(screen.AppendInts(nil, screen.FrameStart, protocol, cols, rows)); err != nil {
 			return nil, err
 		}
 		return &screenConn{in: inW, out: outR}, nil

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,20 +12,7 @@ import (
 
 // stuckScreen starts "screen processes" that never read nor answer, as
 // a stopped one would.
-func stuckScreen(tb testing.TB) screenStarter {
-	return func(cols, rows int) (*screenConn, error) {
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		tb.Cleanup(func() { inR.Close(); outW.Close() })
-		return &screenConn{in: inW, out: outR}, nil
-	}
-}
+func stuckScreen(tb testing.TB) screenStarter { return fakeScreen(tb, nil, 0) }
 
 func withProcTimeout(t *testing.T, d time.Duration) {
 	old := screenProcTimeout
@@ -74,14 +60,7 @@ func TestLiveTermStuckProcess(t *testing.T) {
 // TestLiveTermOtherBuild: a screen process of another protocol refuses,
 // and the screen says what to install.
 func TestLiveTermOtherBuild(t *testing.T) {
-	start := func(cols, rows int) (*screenConn, error) {
-		inR, inW, _ := os.Pipe()
-		outR, outW, _ := os.Pipe()
-		go func() { _ = emu.Serve(inR, outW); inR.Close(); outW.Close() }()
-		_, err := inW.Write(screen.AppendInts(nil, screen.FrameStart, screen.Protocol+1, cols, rows))
-		return &screenConn{in: inW, out: outR}, err
-	}
-	lt := newLiveTerm(80, 24, start)
+	lt := newLiveTerm(80, 24, fakeScreen(t, emu.Serve, screen.Protocol+1))
 	defer lt.Close()
 	lt.Write([]byte("\x1b[2Jdrawn"))
 	_, why := lt.Snapshot(0)
