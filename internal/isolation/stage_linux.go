@@ -82,6 +82,7 @@ type Stage struct {
 	// PID is the stage's process, which becomes the job's.
 	PID  int
 	sock *os.File
+	proc *os.Process // the handle of its start (a pidfd where the kernel has them)
 }
 
 // StartStage starts a stage: exe (shellctl-stage, or the runner's binary) with StageArg,
@@ -121,7 +122,7 @@ func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 		ours.Close()
 		return nil, fmt.Errorf("start stage %s: %w", exe, err)
 	}
-	return &Stage{PID: cmd.Process.Pid, sock: ours}, nil
+	return &Stage{PID: cmd.Process.Pid, sock: ours, proc: cmd.Process}, nil
 }
 
 // Close lets a stage that was never assigned go (it exits on end of file).
@@ -129,6 +130,15 @@ func (s *Stage) Close() {
 	if s.sock != nil {
 		s.sock.Close()
 		s.sock = nil
+	}
+}
+
+// Kill ends a stage that was never assigned at once, through the handle
+// its start gave (a pidfd): a stage that already ended and was reaped is
+// not mistaken for whatever process got its pid since.
+func (s *Stage) Kill() {
+	if s.proc != nil {
+		_ = s.proc.Signal(syscall.SIGKILL)
 	}
 }
 

@@ -6,10 +6,10 @@ package runner
 
 import (
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/jobstate"
@@ -117,7 +117,7 @@ func (r *Runner) publishExit(m *proto.Msg) {
 	// changes nothing and succeeds).
 	wait := exitRetryMin
 	for {
-		err := recordExit(r.spec.StateDir, r.spec.ID, m)
+		err := r.recordExit(m)
 		if err == nil {
 			return
 		}
@@ -145,16 +145,12 @@ const (
 	exitRetryMax = 5 * time.Second
 )
 
-// recordExit records m through shellctl-runner-exit, beside this binary. It
-// is only on the path when no server heard the exit, so the runner itself
-// carries no database code and starts fast.
-func recordExit(stateDir, id string, m *proto.Msg) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(filepath.Dir(self), "shellctl-runner-exit")
-	args := []string{"--state-dir", stateDir, "--job-id", id, "--status", m.Status,
+// recordExit records m through shellctl-runner-exit, beside this binary
+// (opened as a handle, with the checks of openExecutable). It is only on
+// the path when no server heard the exit, so the runner itself carries no
+// database code and starts fast.
+func (r *Runner) recordExit(m *proto.Msg) error {
+	args := []string{"--state-dir", r.spec.StateDir, "--job-id", r.spec.ID, "--status", m.Status,
 		"--ended-at", time.Unix(0, m.EndedAt).UTC().Format(time.RFC3339Nano), "--reason", m.Reason}
 	if m.ExitCode != nil {
 		args = append(args, "--exit-code", strconv.Itoa(*m.ExitCode), "--signal", strconv.Itoa(m.Signal))
@@ -168,9 +164,64 @@ func recordExit(stateDir, id string, m *proto.Msg) error {
 	if m.Limits != "" {
 		args = append(args, "--limits-applied", m.Limits)
 	}
-	out, err := exec.Command(bin, args...).CombinedOutput()
+	exe, err := openBeside(RunnerExitBinary)
 	if err != nil {
-		return fmt.Errorf("%s: %w: %s", bin, err, out)
+		return err
 	}
-	return nil
+	defer exe.Close()
+	return r.runHelper(exe, RunnerExitBinary, args)
+}
+
+// RunnerExitBinary records an exit in the database (cmd/shellctl-runner-exit).
+const RunnerExitBinary = "shellctl-runner-exit"
+
+// helperOutput bounds what is kept of a helper's output, for its error.
+const helperOutput = 64 << 10
+
+// runHelper runs exe (named name) with args and waits for it: nil when
+// it exits 0, else an error with its status and output. The runner's
+// reaper collects every child (wait4 of any pid), so exec.Cmd.Wait could
+// lose the helper's status to it and call a recorded exit failed; the
+// helper is started under rmu and registered before the reaper can look
+// at it, and the reaper hands its status over.
+func (r *Runner) runHelper(exe *os.File, name string, args []string) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("run %s: %w", name, err)
+	}
+	defer pr.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		pw.Close()
+		return fmt.Errorf("run %s: %w", name, err)
+	}
+	defer null.Close()
+	ch := make(chan unix.WaitStatus, 1)
+	r.rmu.Lock()
+	proc, err := os.StartProcess(fdPath(exe), append([]string{name}, args...), &os.ProcAttr{
+		Env: os.Environ(), Files: []*os.File{null, pw, pw},
+	})
+	if err == nil {
+		if r.helpers == nil {
+			r.helpers = map[int]chan unix.WaitStatus{}
+		}
+		r.helpers[proc.Pid] = ch
+	}
+	r.rmu.Unlock()
+	pw.Close()
+	if err != nil {
+		return fmt.Errorf("run %s: %w", exe.Name(), err)
+	}
+	defer proc.Release()
+	out, _ := io.ReadAll(io.LimitReader(pr, helperOutput))
+	_, _ = io.Copy(io.Discard, pr) // to its end: the helper never blocks on its output
+	ws := <-ch
+	if ws.Exited() && ws.ExitStatus() == 0 {
+		return nil
+	}
+	how := fmt.Sprintf("exit status %d", ws.ExitStatus())
+	if ws.Signaled() {
+		how = "killed by " + ws.Signal().String()
+	}
+	return fmt.Errorf("%s: %s: %s", exe.Name(), how, strings.TrimSpace(string(out)))
 }

@@ -113,6 +113,9 @@ type Runner struct {
 	mainPID   int
 	early     map[int]unix.WaitStatus
 	mainState chan unix.WaitStatus
+	// helpers are children the runner waits for itself (runHelper): the
+	// reaper hands their status over instead of dropping it.
+	helpers map[int]chan unix.WaitStatus
 }
 
 // Main runs the runner's command line and returns its exit status.
@@ -220,10 +223,7 @@ func Main(args []string) int {
 		// The stage made for a job that never came has nothing to do:
 		// it goes at once, not after its runtime has started and read
 		// the end of its channel.
-		if r.stage != nil {
-			r.stage.Close()
-			_ = unix.Kill(r.stage.PID, unix.SIGKILL)
-		}
+		r.dropStage()
 		r.closeTracker()
 		return 0
 	}
@@ -233,6 +233,10 @@ func Main(args []string) int {
 	r.addConn(ctl)
 	if prepErr != nil {
 		r.finishFailed(prepErr)
+		// What prestart made before it failed (the job's cgroup, a
+		// stage) goes with it.
+		r.dropStage()
+		r.closeTracker()
 		return 1
 	}
 	return r.run()
@@ -408,11 +412,16 @@ func (r *Runner) reap(sigCh chan os.Signal) {
 				break
 			}
 			r.rmu.Lock()
-			switch {
-			case r.mainPID == 0:
-				r.early[pid] = ws
-			case pid == r.mainPID:
-				r.mainState <- ws
+			if ch, ok := r.helpers[pid]; ok {
+				delete(r.helpers, pid)
+				ch <- ws
+			} else {
+				switch {
+				case r.mainPID == 0:
+					r.early[pid] = ws
+				case pid == r.mainPID:
+					r.mainState <- ws
+				}
 			}
 			tr := r.tracker
 			r.rmu.Unlock()

@@ -79,6 +79,8 @@ func (r *Runner) dropStage() {
 	}
 	if r.tracker != nil {
 		_ = r.tracker.Kill()
+	} else if r.stage != nil {
+		r.stage.Kill() // by its pidfd
 	}
 }
 
