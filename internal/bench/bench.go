@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -97,7 +96,7 @@ func Run(ctx context.Context, c Config) ([][]*Row, error) {
 			sizes = QuickSizes
 		}
 		// Before anything runs: the group comes last, minutes in.
-		if err := checkSnapshotSpace(benchTempDir(), sizes, runs); err != nil {
+		if err := checkSnapshotSpace(benchTempDir(), sizes); err != nil {
 			return nil, err
 		}
 	}
@@ -111,24 +110,9 @@ func Run(ctx context.Context, c Config) ([][]*Row, error) {
 	began := time.Now()
 	fmt.Fprintf(c.Out, "shellctl bench (%s, %d run%s) on %s, %s at start, %s\n", mode, runs, plural(runs), machine, load0, began.UTC().Format(time.RFC3339))
 
-	// Each run's directory (its state dir, Home and snapshot trees) is
-	// removed only after the last run: deleting one run's hundred
-	// thousand inodes right before the next made that run's every file
-	// creation (a job's output.log, its control socket) skip them on this
-	// machine's ext4 without a journal (recently_deleted, docs/snapshot.md):
-	// run 2's job figures then measured run 1's clean-up.
-	var dirs []string
-	defer func() {
-		for _, d := range dirs {
-			os.RemoveAll(d)
-		}
-	}()
 	var all [][]*Row
 	for k := 0; k < runs && ctx.Err() == nil; k++ {
-		rows, dir, err := runOnce(ctx, c, k, runs)
-		if dir != "" {
-			dirs = append(dirs, dir)
-		}
+		rows, err := runOnce(ctx, c, k, runs)
 		if err != nil && len(rows) == 0 {
 			if len(all) == 0 {
 				return nil, err
@@ -164,17 +148,16 @@ func plural(n int) string {
 
 // runOnce measures the selected figures on a fresh server and prints
 // their table.
-func runOnce(ctx context.Context, c Config, k, runs int) (_ []*Row, dir string, _ error) {
+func runOnce(ctx context.Context, c Config, k, runs int) ([]*Row, error) {
 	sizes := FullSizes
 	if c.Quick {
 		sizes = QuickSizes
 	}
 	e, err := StartEnv(ctx, c.Bin)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	defer e.Stop()
-	dir = e.Dir
+	defer e.Close()
 	fmt.Fprintf(c.Out, "\nrun %d of %d: server %s (pid %d), state dir and Home under %s, %s\n", k+1, runs, e.URL, e.PID, e.Dir, loadAvg())
 
 	var rows []*Row
@@ -187,7 +170,7 @@ func runOnce(ctx context.Context, c Config, k, runs int) (_ []*Row, dir string, 
 			break
 		}
 		if !e.Alive() {
-			return rows, dir, fmt.Errorf("the server exited:\n%s", e.StderrTail())
+			return rows, fmt.Errorf("the server exited:\n%s", e.StderrTail())
 		}
 		start := time.Now()
 		fmt.Fprintf(c.Log, "bench run %d/%d: %s…", k+1, runs, g.desc)
@@ -214,7 +197,7 @@ func runOnce(ctx context.Context, c Config, k, runs int) (_ []*Row, dir string, 
 	WriteTable(c.Out, rows)
 	fmt.Fprintln(c.Out)
 	fmt.Fprintf(c.Out, "run %d: %s; %s at end\n", k+1, Summary(rows, c.Quick, CPUModel(), runtime.NumCPU()), loadAvg())
-	return rows, dir, nil
+	return rows, nil
 }
 
 // kernelRelease is the running kernel's release.

@@ -26,8 +26,8 @@ var freeSpace = diskFree
 // checkSnapshotSpace refuses to start the snapshot group when dir has
 // less free space than it will need, rather than fail in the middle of
 // its passes with "no space left on device".
-func checkSnapshotSpace(dir string, s Sizes, runs int) error {
-	need := snapshotDiskNeed(s) * int64(max(runs, 1))
+func checkSnapshotSpace(dir string, s Sizes) error {
+	need := snapshotDiskNeed(s)
 	free, known, err := freeSpace(dir)
 	if err != nil {
 		return fmt.Errorf("snapshot bench: free space of %s: %w", dir, err)
@@ -36,9 +36,9 @@ func checkSnapshotSpace(dir string, s Sizes, runs int) error {
 		return nil
 	}
 	return fmt.Errorf("snapshot bench: %s has %.2f GB free, the snapshot group needs %.2f GB there "+
-		"(a %d MB Home, two extracted trees per restore pass × %d passes and the archive, in each of %d runs, all kept until the last run ends); "+
+		"(a %d MB Home, two extracted trees per restore pass × %d passes, kept until the group ends, and the archive); "+
 		"free some space, set TMPDIR to a larger file system, or leave the group out with --only",
-		dir, float64(free)/1e9, float64(need)/1e9, s.HomeMB, s.Reps, max(runs, 1))
+		dir, float64(free)/1e9, float64(need)/1e9, s.HomeMB, s.Reps)
 }
 
 // wantsGroup reports whether the configuration measures group name.

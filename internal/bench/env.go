@@ -159,17 +159,10 @@ func (e *Env) Alive() bool {
 	}
 }
 
-// Close stops the environment (Stop) and removes its directory.
+// Close terminates what still runs of the jobs, stops the server, ends
+// leftover runner processes of this state dir, and removes the temporary
+// directory.
 func (e *Env) Close() {
-	e.Stop()
-	if e.Dir != "" {
-		os.RemoveAll(e.Dir)
-	}
-}
-
-// Stop terminates what still runs of the jobs, stops the server and ends
-// leftover runner processes of this state dir; the directory stays.
-func (e *Env) Stop() {
 	if e.Client != nil && e.Alive() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		e.TerminateRunning(ctx)
@@ -192,6 +185,9 @@ func (e *Env) Stop() {
 	}
 	if e.HTTP != nil {
 		e.HTTP.CloseIdleConnections()
+	}
+	if e.Dir != "" {
+		os.RemoveAll(e.Dir)
 	}
 }
 

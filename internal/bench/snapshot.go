@@ -145,7 +145,7 @@ func benchSnapshot(ctx context.Context, e *Env, s Sizes) []*Row {
 		return []*Row{save, rest}
 	}
 	// Again, now that the earlier groups' logs take their share.
-	if err := checkSnapshotSpace(e.Tmp, s, 1); err != nil {
+	if err := checkSnapshotSpace(e.Tmp, s); err != nil {
 		return fail(err)
 	}
 	if err := snapshot.MakeBenchHome(e.Home, s.HomeMB*1000*1000); err != nil {
