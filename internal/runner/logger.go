@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -78,10 +79,7 @@ func valueString(v any) string {
 	case string:
 		return v
 	case error:
-		if v == nil {
-			return "<nil>"
-		}
-		return v.Error()
+		return errorString(v)
 	case int:
 		return strconv.Itoa(v)
 	case bool:
@@ -92,13 +90,29 @@ func valueString(v any) string {
 	return fmt.Sprint(v)
 }
 
+// errorString is e's message; a nil error, typed or not, is <nil> (a
+// typed nil's Error may panic).
+func errorString(e error) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = "<nil>"
+		}
+	}()
+	if e == nil {
+		return "<nil>"
+	}
+	return e.Error()
+}
+
 // appendLogValue appends s, quoted when it is empty or holds a space, a
-// quote, an equals sign, a control character or invalid UTF-8.
+// quote, an equals sign, anything not printable (controls, bidi
+// overrides, line separators) or invalid UTF-8: a value never passes for
+// another key or another line.
 func appendLogValue(b []byte, s string) []byte {
 	if s != "" && utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
-		return r <= ' ' || r == '"' || r == '=' || r == 0x7f
+		return r == '"' || r == '=' || unicode.IsSpace(r) || !unicode.IsPrint(r)
 	}) {
 		return append(b, s...)
 	}
-	return strconv.AppendQuote(b, s)
+	return strconv.AppendQuoteToASCII(b, s)
 }

@@ -421,6 +421,9 @@ func (r *Runner) reap(sigCh chan os.Signal) {
 					r.early[pid] = ws
 				case pid == r.mainPID:
 					r.mainState <- ws
+					// Delivered once: a later child given the same pid is
+					// not the job's main process.
+					r.mainPID = -1
 				}
 			}
 			tr := r.tracker

@@ -387,10 +387,19 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 	f.settle(now, 0, now.Add(screenCatchUp), f.done, nil)
 	f.tmu.Lock()
 	tooLarge, cols, rows := f.term == nil, f.cols, f.rows
+	broken := ""
+	if f.term != nil {
+		broken = f.term.Broken()
+	}
 	f.tmu.Unlock()
 	if tooLarge {
 		// Not typed: the answer could not show what they did.
 		ack.Err = screenErrTooLarge + screen.ErrTooLarge(cols, rows).Error()
+		return ack
+	}
+	if broken != "" {
+		// Not typed either: a client that retries must not type twice.
+		ack.Err = screenUnavailable + broken
 		return ack
 	}
 	b, err := screen.Keys(m.Keys, f.appCursor())

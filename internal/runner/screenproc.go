@@ -23,6 +23,7 @@ package runner
 // and its output go on, and the runner never waits on it past the bound.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -121,7 +122,7 @@ func (t *liveTerm) fail(err error) {
 		// A process that refused (another build, a broken frame) said why
 		// before it exited.
 		_ = c.out.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		if k, p, _, rerr := screen.ReadFrame(c.out, nil); rerr == nil && k == screen.FrameError {
+		if k, p, _, rerr := screen.ReadFrame(c.out, nil, screen.MaxAnswer); rerr == nil && k == screen.FrameError {
 			why = "the screen process failed: " + string(p)
 		} else {
 			why = "the screen process failed: " + why
@@ -160,7 +161,7 @@ func (t *liveTerm) ask(req []byte, k byte) ([]byte, bool) {
 		return nil, false
 	}
 	_ = c.out.SetReadDeadline(time.Now().Add(screenProcTimeout))
-	ak, p, buf, err := screen.ReadFrame(c.out, c.rbuf)
+	ak, p, buf, err := screen.ReadFrame(c.out, c.rbuf, screen.MaxAnswer)
 	c.rbuf = buf
 	switch {
 	case err != nil:
@@ -186,11 +187,21 @@ func (t *liveTerm) Snapshot(scrollback int) ([]byte, string) {
 	if t.conn != nil {
 		t.wbuf = screen.AppendInts(t.wbuf[:0], screen.FrameSnapshot, max(0, scrollback))
 		if p, ok := t.ask(t.wbuf, screen.FrameSnapshot); ok {
-			return append([]byte(nil), p...), ""
+			// It goes into a control message as it is: one compact JSON
+			// value, or the screen process is not the one this runner
+			// speaks to.
+			if r := jsonstr.NewReader(p); !r.Skip() || !r.End() || bytes.IndexByte(p, '\n') >= 0 {
+				t.fail(fmt.Errorf("answered a screen (%d bytes) that is not one compact JSON value", len(p)))
+			} else {
+				return append([]byte(nil), p...), ""
+			}
 		}
 	}
 	return nil, screenUnavailable + t.broken
 }
+
+// Broken is why the screen is unavailable ("" while it works).
+func (t *liveTerm) Broken() string { return t.broken }
 
 // AppCursor reports whether the program asked for application cursor
 // keys (false while cold: nothing in the cold subset sets it).
@@ -209,6 +220,7 @@ func (t *liveTerm) Close() {
 	if t.conn != nil {
 		t.conn.close()
 		t.conn = nil
+		t.broken = "the job's runner ended its screen process (it is leaving)"
 	}
 }
 

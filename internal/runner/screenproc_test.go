@@ -2,10 +2,12 @@ package runner
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shellctl/shellctl/internal/runner/proto"
 	"github.com/shellctl/shellctl/internal/screen"
 	"github.com/shellctl/shellctl/internal/screen/emu"
 )
@@ -115,5 +117,52 @@ func TestAppendSnapshotIsEncodingJSON(t *testing.T) {
 		if got := appendSnapshot(nil, s); string(got) != string(want) {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}
+	}
+}
+
+// TestLiveTermRefusesAnAnswerOfAnotherShape: a screen answer that is not
+// one compact JSON value (pretty-printed here: its line ends would split
+// the runner's control message) makes the screen unavailable instead.
+func TestLiveTermRefusesAnAnswerOfAnotherShape(t *testing.T) {
+	pretty := func(in io.Reader, out io.Writer) error {
+		var buf []byte
+		for {
+			k, _, b, err := screen.ReadFrame(in, buf, screen.MaxFrame)
+			buf = b
+			if err != nil {
+				return err
+			}
+			if k == screen.FrameSnapshot {
+				out.Write(screen.AppendFrame(nil, screen.FrameSnapshot, []byte("{\n  \"cols\": 80\n}")))
+			}
+		}
+	}
+	lt := newLiveTerm(80, 24, fakeScreen(t, pretty, screen.Protocol))
+	defer lt.Close()
+	lt.Write([]byte("\x1b[2J"))
+	b, why := lt.Snapshot(0)
+	if b != nil || !strings.HasPrefix(why, screenUnavailable) || !strings.Contains(why, "not one compact JSON value") {
+		t.Fatalf("pretty answer: %q %q", b, why)
+	}
+}
+
+// TestKeysNotTypedOnABrokenScreen: keys are not typed when the screen
+// cannot show what they did (its process failed): a client that retries
+// on the 409 does not type them twice.
+func TestKeysNotTypedOnABrokenScreen(t *testing.T) {
+	withProcTimeout(t, 100*time.Millisecond)
+	r := &Runner{spec: &Spec{Mode: "pty", Cols: 80, Rows: 24}, inputCh: make(chan []byte, inputQueue), screenStart: stuckScreen(t)}
+	f, _ := r.screenFeed()
+	defer f.close()
+	f.put([]byte("\x1b[2J"))
+	if _, why := r.screenOf(0); !strings.HasPrefix(why, screenUnavailable) {
+		t.Fatalf("the stuck screen answered: %q", why)
+	}
+	ack := r.keys(&proto.Msg{T: proto.TKeys, ID: 1, Keys: []string{"a", "Enter"}})
+	if !strings.HasPrefix(ack.Err, screenUnavailable) {
+		t.Fatalf("keys on a broken screen: %+v", ack)
+	}
+	if n := len(r.inputCh); n != 0 {
+		t.Fatalf("%d inputs typed on a broken screen", n)
 	}
 }

@@ -45,8 +45,16 @@ const (
 const Protocol = 1
 
 // MaxFrame bounds a frame's length: a write is at most what the runner
-// feeds at once, an answer at most a screen and its scrollback in JSON.
+// feeds at once (64 KiB), an answer at most a screen and its scrollback in
+// JSON (MaxAnswer).
 const MaxFrame = 64 << 20
+
+// MaxAnswer bounds an answer the runner takes: the largest screen
+// (MaxCells cells of up to 4 bytes, each escaped up to 6 times over) and
+// its scrollback (ScrollbackBytes, the same) are well under it, and it
+// leaves the control message that carries the answer under the
+// protocol's 16 MiB line.
+const MaxAnswer = 15 << 20
 
 // frameHeader is the size of a frame's kind and length.
 const frameHeader = 5
@@ -68,17 +76,17 @@ func AppendInts(b []byte, k byte, vs ...int) []byte {
 	return b
 }
 
-// ReadFrame reads one frame from r into buf (grown as needed) and
-// returns its kind and payload (which aliases buf). io.EOF: r ended
+// ReadFrame reads one frame of at most max bytes from r into buf (grown
+// as needed) and returns its kind and payload (which aliases buf). io.EOF: r ended
 // between frames; a frame cut short is io.ErrUnexpectedEOF.
-func ReadFrame(r io.Reader, buf []byte) (byte, []byte, []byte, error) {
+func ReadFrame(r io.Reader, buf []byte, max uint32) (byte, []byte, []byte, error) {
 	var h [frameHeader]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return 0, nil, buf, err
 	}
 	n := binary.LittleEndian.Uint32(h[1:])
-	if n > MaxFrame {
-		return 0, nil, buf, fmt.Errorf("screen frame %q of %d bytes is over the bound of %d: the other side is broken", h[0], n, MaxFrame)
+	if n > max {
+		return 0, nil, buf, fmt.Errorf("screen frame %q of %d bytes is over the bound of %d: the other side is broken", h[0], n, max)
 	}
 	if cap(buf) < int(n) {
 		buf = make([]byte, n)

@@ -13,6 +13,7 @@ package proto
 // encoding/json, on random messages.
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"math"
@@ -173,8 +174,8 @@ func decodeMsg(line []byte, m *Msg) bool {
 // errBadGrace: encoding/json cannot write NaN or an infinity either.
 var errBadGrace = errors.New("grace is not a finite number")
 
-// errBadRaw: a raw value that is not one JSON value.
-var errBadRaw = errors.New("a raw value (spec, screen) is not valid JSON")
+// errBadRaw: a raw value that is not one JSON value on one line.
+var errBadRaw = errors.New("a raw value (spec, screen) is not one JSON value on one line")
 
 // appendMsg appends m as encoding/json's Encoder writes it, with the
 // newline.
@@ -184,8 +185,9 @@ func appendMsg(b []byte, m *Msg) ([]byte, error) {
 	}
 	for _, raw := range [][]byte{m.Spec, m.Screen} {
 		if len(raw) > 0 {
+			// One value, and no line end: a message is one line.
 			r := jsonstr.NewReader(raw)
-			if !r.Skip() || !r.End() {
+			if !r.Skip() || !r.End() || bytes.IndexByte(raw, '\n') >= 0 {
 				return b, errBadRaw
 			}
 		}

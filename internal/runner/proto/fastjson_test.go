@@ -124,6 +124,10 @@ func TestMsgDecodeRefuses(t *testing.T) {
 	if _, err := appendMsg(nil, &Msg{T: "x", Spec: RawJSON(`{"a":`)}); err == nil {
 		t.Error("broken raw spec written")
 	}
+	// A line end inside a raw value would split the message's line.
+	if _, err := appendMsg(nil, &Msg{T: "x", Screen: RawJSON("{\n\"a\": 1}")}); err == nil {
+		t.Error("a raw screen with a line end written")
+	}
 }
 
 // What encoding/json would skip or take in another form is taken the same

@@ -19,7 +19,7 @@ func Serve(in io.Reader, out io.Writer) error {
 		_, _ = out.Write(screen.AppendFrame(nil, screen.FrameError, []byte(err.Error())))
 		return err
 	}
-	k, p, buf, err := screen.ReadFrame(br, nil)
+	k, p, buf, err := screen.ReadFrame(br, nil, screen.MaxFrame)
 	if err == io.EOF {
 		return nil
 	}
@@ -44,7 +44,7 @@ func Serve(in io.Reader, out io.Writer) error {
 	defer t.Close()
 	var ans []byte
 	for {
-		k, p, buf, err = screen.ReadFrame(br, buf)
+		k, p, buf, err = screen.ReadFrame(br, buf, screen.MaxFrame)
 		if err == io.EOF {
 			return nil
 		}
