@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -282,8 +283,17 @@ func TestReadyDirBringsTheScriptFile(t *testing.T) {
 			if err != nil || string(b) != tc.script || fi.Mode().Perm() != tc.mode {
 				t.Fatalf("script = %q %v (mode %v): want %q mode %v", b, err, fi.Mode().Perm(), tc.script, tc.mode)
 			}
-			if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
-				t.Fatalf("job dir holds %d entries, want the script only", len(ents))
+			// The script, and the empty files the runner writes.
+			ents, _ := os.ReadDir(filepath.Dir(path))
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+				if fi, err := e.Info(); err != nil || (e.Name() != runner.ScriptFile && fi.Size() != 0) {
+					t.Fatalf("%s in the job dir: %v %v", e.Name(), fi, err)
+				}
+			}
+			if strings.Join(names, " ") != strings.Join([]string{runner.OutputFile, runner.ScreenFile, runner.ScriptFile}, " ") {
+				t.Fatalf("job dir holds %v, want the script, output.log and screen.json", names)
 			}
 		})
 	}

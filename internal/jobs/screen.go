@@ -68,7 +68,8 @@ func (s *Service) Screen(ctx context.Context, id string, scrollback int) (json.R
 // savedScreen reads the last screen the job's runner kept.
 func (s *Service) savedScreen(id string, scrollback int) (json.RawMessage, error) {
 	b, err := os.ReadFile(filepath.Join(runner.JobDir(s.cfg.StateDir, id), runner.ScreenFile))
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(b) == 0) {
+		// Missing, or still empty as it was made with the job's directory.
 		return nil, errorf(ErrScreenUnavailable, "job %s kept no last screen (it never started, its runner or its screen process died, or its terminal was larger than %d cells)", id, screen.MaxCells)
 	}
 	if err != nil {

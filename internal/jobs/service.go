@@ -545,9 +545,10 @@ const readyPrefix = ".ready-"
 // disk it cost a job's start a third of a millisecond; renaming one is cheap.
 const readyDirCount = 2
 
-// readyDir is a job directory made ahead, and its empty script file,
-// made exclusively and open for writing: a job's start then makes no file
-// of its own (a new inode is among the dearer file system operations).
+// readyDir is a job directory made ahead, with its empty script file
+// (made exclusively and open for writing) and its empty output.log and
+// screen.json: a job's start and end then make no file of their own (a
+// new inode is among the dearer file system operations).
 type readyDir struct {
 	rel    string // relative to the state dir
 	script *os.File
@@ -567,6 +568,18 @@ func (s *Service) fillDirs() {
 			return d, err
 		}
 		d.script = f
+		// The files the runner writes, made empty here, off the job's
+		// path: it opens them as they are (statedir.OpenFresh) instead of
+		// making them at the job's start (output.log) and end
+		// (screen.json, pty jobs; a stdio job's stays empty).
+		for _, name := range []string{runner.OutputFile, runner.ScreenFile} {
+			g, err := s.sd.Open(d.rel+"/"+name, os.O_WRONLY|os.O_CREATE, 0o600)
+			if err != nil {
+				s.discardDir(d)
+				return readyDir{}, err
+			}
+			g.Close()
+		}
 		return d, nil
 	}, s.discardDir)
 }

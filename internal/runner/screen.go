@@ -29,7 +29,6 @@ package runner
 
 import (
 	"errors"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -328,7 +327,8 @@ func (r *Runner) saveScreen() {
 		r.log.Info("no last screen to keep", "why", why)
 		return
 	}
-	out, err := r.jobDir.Open(ScreenFile, os.O_WRONLY|os.O_CREATE, 0o600)
+	// Made ahead with the job's directory, empty (or made here).
+	out, err := r.jobDir.OpenFresh(ScreenFile, 0o600)
 	if err != nil {
 		r.log.Warn("keep the last screen", "err", err)
 		return

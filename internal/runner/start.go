@@ -196,9 +196,11 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 // openOutput makes output.log for w, before the job is started: a job
 // whose output would have nowhere to go is not started.
 func (r *Runner) openOutput(w *outWriter) error {
-	// Made exclusively beneath the job's directory handle: nothing that
-	// is already there, a link least of all, is ever written through.
-	f, err := r.jobDir.Open(OutputFile, os.O_WRONLY|os.O_CREATE, 0o600)
+	// The empty file the server made with the job's directory (off the
+	// job's path: a new inode is among the dearer file system operations),
+	// or made here, exclusively, beneath the job's directory handle:
+	// nothing else already there, a link least of all, is written through.
+	f, err := r.jobDir.OpenFresh(OutputFile, 0o600)
 	if err != nil {
 		// err names the file and the cause.
 		return fmt.Errorf("make the job's output log (the job was not started): %w", err)

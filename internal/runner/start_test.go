@@ -207,13 +207,14 @@ func TestOutputLogFailureNeverStartsTheJob(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			rr := startRealRunner(t, nil)
 			out := filepath.Join(rr.job, OutputFile)
-			// Already there: the runner makes it exclusively, and fails.
+			// Already there with bytes: not the empty file made ahead, so
+			// the runner refuses it.
 			if err := os.WriteFile(out, []byte("planted"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			marker := filepath.Join(rr.job, "ran")
 			rr.assign(mode, "echo hi; : > "+marker)
-			startFailed(t, rr.end(), marker, out, "file exists", "not started")
+			startFailed(t, rr.end(), marker, out, "not the empty file made for it", "not started")
 			if b, _ := os.ReadFile(out); string(b) != "planted" {
 				t.Errorf("output.log that was there became %q", b)
 			}
@@ -277,5 +278,39 @@ func TestRealRunnerRunsAJob(t *testing.T) {
 				t.Fatalf("output %q", b)
 			}
 		})
+	}
+}
+
+// The runner writes through the empty output.log and screen.json the
+// server made with the job's directory (the same files: no new inode on
+// the job's path), and makes them only when they are missing
+// (TestRealRunnerRunsAJob).
+func TestRunnerWritesThroughTheFilesMadeAhead(t *testing.T) {
+	rr := startRealRunner(t, nil)
+	ino := map[string]uint64{}
+	for _, name := range []string{OutputFile, ScreenFile} {
+		p := filepath.Join(rr.job, name)
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		ino[name] = st.Ino
+	}
+	rr.assign("pty", "echo made-ahead")
+	if exit := rr.end(); exit[len(exit)-1].ExitCode == nil || *exit[len(exit)-1].ExitCode != 0 {
+		t.Fatalf("exit %+v", exit[len(exit)-1])
+	}
+	for name, want := range ino {
+		p := filepath.Join(rr.job, name)
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil || st.Ino != want {
+			t.Errorf("%s: inode %d (%v), want the one made ahead, %d", name, st.Ino, err, want)
+		}
+		if b, _ := os.ReadFile(p); !strings.Contains(string(b), "made-ahead") {
+			t.Errorf("%s holds %q", name, b)
+		}
 	}
 }

@@ -63,6 +63,42 @@ func (d *Dir) Open(rel string, flags int, mode uint32) (*os.File, error) {
 	return os.NewFile(uintptr(fd), filepath.Join(d.Path, rel)), nil
 }
 
+// OpenFresh opens rel for writing when it is a file made ahead for this
+// purpose — a regular file of ours, empty, with no other link — and makes
+// it (as Open with O_CREAT) when it is missing. Anything else already
+// there is refused, never written through: what is checked (on the open
+// descriptor) is what is written.
+func (d *Dir) OpenFresh(rel string, mode uint32) (*os.File, error) {
+	// Non-blocking and no controlling terminal: a FIFO or a device would
+	// otherwise block or act on the open before it is refused below.
+	fd, err := unix.Openat2(d.fd, rel, d.how(unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0))
+	if errors.Is(err, unix.ENOENT) {
+		return d.Open(rel, unix.O_WRONLY|unix.O_CREAT, mode)
+	}
+	if err != nil {
+		return nil, d.wrap("open", rel, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, d.wrap("stat", rel, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Size != 0 || st.Uid != uint32(os.Geteuid()) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("open %s: %w (mode %o, %d links, %d bytes, owner %d): not the empty file made for it; refusing to write through it",
+			filepath.Join(d.Path, rel), ErrNotFresh, st.Mode, st.Nlink, st.Size, st.Uid)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, d.wrap("open", rel, err)
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(d.Path, rel)), nil
+}
+
+// ErrNotFresh is returned (wrapped) by OpenFresh for a file that is not
+// one made ahead and untouched.
+var ErrNotFresh = errors.New("a file already there")
+
 // OpenAppend opens rel for appending, making it when missing (a log that
 // several processes add to over time): never through a link.
 func (d *Dir) OpenAppend(rel string, mode uint32) (*os.File, error) {
