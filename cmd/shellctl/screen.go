@@ -136,11 +136,7 @@ func writeScreen(w io.Writer, sc *client.Screen) {
 		}
 		b.WriteString("--- screen ---\n")
 	}
-	last := len(sc.Lines)
-	for last > 0 && sc.Lines[last-1] == "" {
-		last--
-	}
-	for _, l := range sc.Lines[:last] {
+	for _, l := range screen.Drawn(sc.Lines) {
 		b.WriteString(l + "\n")
 	}
 	io.WriteString(w, b.String())

@@ -264,14 +264,11 @@ func renderScreen(a ScreenAnswer, withScrollback bool) string {
 		}
 		b.WriteString("--- screen ---\n")
 	}
-	last := len(a.Lines)
-	for last > 0 && a.Lines[last-1] == "" {
-		last--
-	}
-	for _, l := range a.Lines[:last] {
+	drawn := screen.Drawn(a.Lines)
+	for _, l := range drawn {
 		b.WriteString(l + "\n")
 	}
-	if last < len(a.Lines) {
+	if last := len(drawn); last < len(a.Lines) {
 		fmt.Fprintf(&b, "[rows %d..%d are blank]\n", last, len(a.Lines)-1)
 	}
 	return b.String()

@@ -59,3 +59,14 @@ func TestKeysRejected(t *testing.T) {
 		}
 	}
 }
+
+func TestDrawn(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want int
+	}{{nil, 0}, {[]string{"", ""}, 0}, {[]string{"a", "", "b", "", ""}, 3}, {[]string{"a"}, 1}} {
+		if got := Drawn(c.in); len(got) != c.want {
+			t.Errorf("Drawn(%q) = %q, want %d rows", c.in, got, c.want)
+		}
+	}
+}

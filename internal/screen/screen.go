@@ -53,3 +53,13 @@ type Snapshot struct {
 func ErrTooLarge(cols, rows int) error {
 	return fmt.Errorf("a %dx%d terminal is larger than the screen emulation's bound of %d cells (cols × rows): resize it to at most that", cols, rows, MaxCells)
 }
+
+// Drawn is lines without the blank rows at the bottom: what a person or a
+// model reading a screen needs to be shown.
+func Drawn(lines []string) []string {
+	last := len(lines)
+	for last > 0 && lines[last-1] == "" {
+		last--
+	}
+	return lines[:last]
+}
