@@ -155,6 +155,9 @@ func TestImageUnderDocker(t *testing.T) {
 		if t.Failed() {
 			log, _ := d.docker("logs", name).CombinedOutput()
 			t.Logf("container log:\n%s", log)
+			// The runners' logs: a runner that died says why there.
+			rl, _ := d.docker("exec", name, "sh", "-c", "grep -h -m 12 -B 2 -A 8 -E '^(fatal|runtime:|panic)' "+stateDir+"/runner.log "+stateDir+"/jobs/*/runner.log 2>/dev/null | head -n 60").CombinedOutput()
+			t.Logf("runner logs:\n%s", rl)
 		}
 		d.docker("rm", "-f", name).Run()
 	})

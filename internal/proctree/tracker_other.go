@@ -13,3 +13,6 @@ func NewTracker(opts Options) (Tracker, Info, error) {
 func OpenCgroupFD(t Tracker) (int, error) { return -1, ErrNoCgroup }
 
 func signalGroup(pgrp int, sig syscall.Signal) error { return ErrUnsupported }
+
+// SharedPidsLimit is only implemented on Linux (cgroup v2).
+func SharedPidsLimit() (int64, string, bool) { return 0, "", false }

@@ -318,6 +318,12 @@ func (r *Runner) prestart(opts proctree.Options) error {
 		r.cgroupPath = info.Path
 	}
 	r.rmu.Unlock()
+	if proctree.NeedSpareThreads(info.Kind, info.PidsLimitApplied) {
+		// What the job forks counts against a pids limit of the runner's
+		// too (a container's): a fork storm could leave it no thread to
+		// make (proctree/reserve.go).
+		proctree.ReserveThreads(proctree.RunnerThreads)
+	}
 	if fd, err := proctree.OpenCgroupFD(tr); err == nil {
 		r.cgroupFD = fd
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
 	"github.com/shellctl/shellctl/internal/metrics"
+	"github.com/shellctl/shellctl/internal/proctree"
 	"github.com/shellctl/shellctl/internal/snapshot"
 	"github.com/shellctl/shellctl/internal/statedir"
 	"github.com/shellctl/shellctl/internal/store"
@@ -127,6 +129,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if _, err := os.Stat(cfg.RunnerPath); err != nil {
 		return nil, fmt.Errorf("runner binary %s: %w", cfg.RunnerPath, err)
+	}
+	// Jobs whose forks count against a pids limit of the server's own (a
+	// container's) could take every pid, and the server would die the
+	// first time it needed a thread: it makes its spare ones now
+	// (proctree/reserve.go).
+	cg := proctree.ProbeCgroup(cfg.DisableCgroup)
+	if proctree.NeedSpareThreads(cg.Mode, cfg.JobPidsMax > 0 && slices.Contains(cg.Controllers, "pids")) {
+		proctree.ReserveThreads(proctree.ServerThreads)
+		log.Info("spare threads made: jobs share a pids limit with the server", "threads", proctree.ServerThreads, "tracking", cg.Mode)
 	}
 	if err := statedir.Prepare(cfg.StateDir); err != nil {
 		return nil, err
