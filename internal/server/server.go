@@ -137,7 +137,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cg := proctree.ProbeCgroup(cfg.DisableCgroup)
 	if proctree.NeedSpareThreads(cg.Mode, cfg.JobPidsMax > 0 && slices.Contains(cg.Controllers, "pids")) {
 		proctree.ReserveThreads(proctree.ServerThreads)
-		log.Info("spare threads made: jobs share a pids limit with the server", "threads", proctree.ServerThreads, "tracking", cg.Mode)
+		log.Info("spare threads made: the jobs may take pids the server needs (no group of their own, or none with a pids limit under one of the server's)", "threads", proctree.ServerThreads, "tracking", cg.Mode)
 	}
 	if err := statedir.Prepare(cfg.StateDir); err != nil {
 		return nil, err
