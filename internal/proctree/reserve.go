@@ -27,19 +27,30 @@ const (
 	ServerThreads = 16
 )
 
-// ReserveThreads makes the Go runtime start OS threads now, until the
-// process has total of them, and keep them idle: each of the new ones is
-// held by a goroutine of its own (LockOSThread) until all of them run,
-// then let go. The runtime never ends an idle thread.
+// ReserveThreads makes the Go runtime hold at least total OS threads,
+// idle ones kept: for each missing thread a goroutine holds a thread of its
+// own (LockOSThread) until all of them run at once, then lets it go. Idle
+// threads the process already has serve some of them; if the count is
+// still short, a second round holds total at once, more than there can be
+// idle. The runtime never ends an idle thread.
 func ReserveThreads(total int) {
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return
+	threads := func() int {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return total // cannot tell: make none
+		}
+		return len(ents)
 	}
-	n := total - len(ents)
-	if n <= 0 {
-		return
+	if n := threads(); n < total {
+		holdThreads(total - n)
 	}
+	if threads() < total {
+		holdThreads(total)
+	}
+}
+
+// holdThreads has n goroutines hold a thread each, all at once.
+func holdThreads(n int) {
 	var all, done sync.WaitGroup
 	release := make(chan struct{})
 	all.Add(n)
