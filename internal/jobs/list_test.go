@@ -194,3 +194,54 @@ func TestListReadsTheStoreAtMostTwice(t *testing.T) {
 		}
 	}
 }
+
+// endingStore is the store, with a job's end written (and the job let go
+// of, as finish does) while the rows are read, after the query saw its
+// row unfinished.
+type endingStore struct {
+	*store.Store
+	s   *Service
+	j   *job
+	end store.Exit
+}
+
+func (e *endingStore) List(ctx context.Context, status string, limit int) ([]*store.Job, error) {
+	rows, err := e.Store.List(ctx, status, limit)
+	if err == nil {
+		if err := e.Store.Finish(ctx, e.j.id, e.end); err != nil {
+			return nil, err
+		}
+		e.s.forget(e.j)
+	}
+	return rows, err
+}
+
+// TestListFindsAJobEndedWhileTheRowsAreRead: a job whose end was answered
+// before the request, and whose row is written while List reads the rows
+// (after the query), is listed: it was live when List began.
+// (TestFaultFiftyParallelRuns under -race listed 47 jobs of 50.)
+func TestListFindsAJobEndedWhileTheRowsAreRead(t *testing.T) {
+	s := newTestService(t)
+	s.runningDelay = time.Hour
+	j := addLive(t, s, "00000000000000e1")
+	code := 0
+	end := store.Exit{Status: store.StatusExited, ExitCode: &code, EndedAt: time.Now()}
+	j.setEnd(end) // answered from memory; the row still says starting
+	got, err := s.list(context.Background(), &endingStore{Store: s.st, s: s, j: j, end: end}, store.StatusExited, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != j.id || got[0].Status != store.StatusExited {
+		t.Fatalf("exited jobs: %+v, want %s", got, j.id)
+	}
+	// Listed as running, it is not: its row says it ended.
+	j2 := addLive(t, s, "00000000000000e2")
+	s.applyProgress(j2, &proto.Msg{T: proto.TRunning, Status: store.StatusRunning, PID: 7, StartedAt: time.Now().UnixNano()})
+	got, err = s.list(context.Background(), &endingStore{Store: s.st, s: s, j: j2, end: end}, store.StatusRunning, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("running jobs: %+v, want none (the job's end is written)", got)
+	}
+}
