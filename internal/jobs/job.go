@@ -44,6 +44,9 @@ type job struct {
 	size     int64
 	lastGrow time.Time
 	changed  chan struct{}
+	// let is closed once the job is out of the live set (forget): its end,
+	// when it had one, is in its row then.
+	let chan struct{}
 
 	// stream (issue 14 §1): stderr.log's size as the runner announced it
 	// (stdio jobs), so streams of the stderr channel wake on its growth.
@@ -64,7 +67,8 @@ type job struct {
 }
 
 func newJob(id, dir, mode string) *job {
-	return &job{id: id, dir: dir, mode: mode, status: store.StatusCreated, changed: make(chan struct{}), pending: map[int64]chan *proto.Msg{}}
+	return &job{id: id, dir: dir, mode: mode, status: store.StatusCreated, changed: make(chan struct{}), pending: map[int64]chan *proto.Msg{},
+		let: make(chan struct{})}
 }
 
 // notifyLocked wakes every waiter; j.mu is held.

@@ -3,6 +3,7 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -243,5 +244,38 @@ func TestListFindsAJobEndedWhileTheRowsAreRead(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Fatalf("running jobs: %+v, want none (the job's end is written)", got)
+	}
+}
+
+// TestDeleteWaitsForTheEndToBeRecorded: a job whose end is answered but
+// not yet written is deleted only once its end is in its row and it is no
+// longer live: a status right after the delete says not found, and the
+// end's write finds its row (TestDeleteRules saw the job's status after a
+// forced delete).
+func TestDeleteWaitsForTheEndToBeRecorded(t *testing.T) {
+	s := newTestService(t)
+	s.runningDelay = time.Hour
+	j := addLive(t, s, "00000000000000d1")
+	code := 0
+	end := store.Exit{Status: store.StatusExited, ExitCode: &code, EndedAt: time.Now()}
+	j.setEnd(end) // answered from memory; the row still says starting
+	// It waits for the end's record, which does not come here: the bound
+	// only ends the wait.
+	bounded, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.Delete(bounded, j.id, true, 0); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("delete before the job's end was recorded: %v, want it to wait", err)
+	}
+	if _, err := s.st.Get(context.Background(), j.id); err != nil {
+		t.Fatalf("the row went before the end was recorded: %v", err)
+	}
+	if !s.finish(j, end) {
+		t.Fatal("the end was not recorded")
+	}
+	if err := s.Delete(context.Background(), j.id, true, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Status(context.Background(), j.id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("status after the delete: %v, want not found", err)
 	}
 }

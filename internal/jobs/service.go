@@ -801,6 +801,7 @@ func (s *Service) forget(j *job) {
 	s.mu.Lock()
 	if s.live[j.id] == j {
 		delete(s.live, j.id)
+		close(j.let)
 	}
 	s.mu.Unlock()
 }

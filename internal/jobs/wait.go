@@ -543,16 +543,28 @@ func (s *Service) terminate(ctx context.Context, id string, grace time.Duration,
 
 // Delete removes a finished job, or with force terminates it first.
 func (s *Service) Delete(ctx context.Context, id string, force bool, grace time.Duration) error {
-	if j := s.lookup(id); j != nil && !j.done() {
+	j := s.lookup(id)
+	if j != nil && !j.done() {
 		if !force {
 			return errorf(ErrJobRunning, "job %s is still running: terminate it first or delete with force=true", id)
 		}
 		if _, err := s.terminate(ctx, id, grace, runner.ReasonDelete); err != nil {
 			return err
 		}
-	} else if force {
+	} else if force && j == nil {
 		if err := s.endLostRow(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("delete lost job %s: %w", id, err)
+		}
+	}
+	if j != nil {
+		// Its end is answered before its row is written: the row goes once
+		// the end is in it and the job is no longer live, or a status right
+		// after the delete would still find it, and the end's write would
+		// find no row.
+		select {
+		case <-j.let:
+		case <-ctx.Done():
+			return fmt.Errorf("delete job %s: its end is not recorded yet: %w", id, ctx.Err())
 		}
 	}
 	if err := s.st.Delete(ctx, id); err != nil {
