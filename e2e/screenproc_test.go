@@ -69,20 +69,29 @@ func sessionOf(t *testing.T, pid int) string {
 }
 
 // gone waits until pid is no longer a live process (a zombie counts as
-// gone), at most 10 s.
-func gone(pid int) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return true
-		}
-		if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+2:])); f[0] == "Z" || f[0] == "X" {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
+// gone), at most 10 s: its pidfd turns readable when it exits.
+func gone(pid int) bool { return exitsWithin(pid, 10*time.Second) }
+
+// exitsWithin waits on pid's pidfd for its exit, at most d; a pid already
+// gone (no such process) has exited.
+func exitsWithin(pid int, d time.Duration) bool {
+	pfd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ESRCH {
+		return true
 	}
-	return false
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pfd)
+	fds := []unix.PollFd{{Fd: int32(pfd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(d)
+	for {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0
+	}
 }
 
 // TestScreenProcessOnlyWhenNeeded: a pty job that prints plain lines has
