@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/shellctl/shellctl/internal/runner"
@@ -67,7 +67,13 @@ func (s *Service) Screen(ctx context.Context, id string, scrollback int) (json.R
 
 // savedScreen reads the last screen the job's runner kept.
 func (s *Service) savedScreen(id string, scrollback int) (json.RawMessage, error) {
-	b, err := os.ReadFile(filepath.Join(runner.JobDir(s.cfg.StateDir, id), runner.ScreenFile))
+	// Beneath the state dir's handle, no link followed.
+	var b []byte
+	f, err := s.sd.Open(jobRel(id)+"/"+runner.ScreenFile, os.O_RDONLY, 0)
+	if err == nil {
+		b, err = io.ReadAll(f)
+		f.Close()
+	}
 	if errors.Is(err, os.ErrNotExist) || (err == nil && len(b) == 0) {
 		// Missing, or still empty as it was made with the job's directory.
 		return nil, errorf(ErrScreenUnavailable, "job %s kept no last screen (it never started, its runner or its screen process died, or its terminal was larger than %d cells)", id, screen.MaxCells)
