@@ -15,6 +15,7 @@ import (
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/screen"
 	"github.com/shellctl/shellctl/internal/screen/emu"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -22,6 +23,9 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	// No process may read its memory or steal its pipes through ptrace or
+	// /proc, as for the runner and the stage.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// It parses what a job writes, and needs no file: none it can open.
 	if note, err := isolation.ConfineNoFiles(); err != nil {
 		fmt.Fprintln(os.Stderr, "shellctl-screen: running unconfined:", err)
