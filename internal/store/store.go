@@ -383,16 +383,8 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
 	}
-	defer rows.Close()
-	jobs := make([]*Job, 0, len(ids))
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
-		}
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
+	jobs, err := scanJobs(rows)
+	if err != nil {
 		return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
 	}
 	return jobs, nil
@@ -426,12 +418,21 @@ func (s *Store) query(ctx context.Context, q string, args ...any) ([]*Job, error
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// scanJobs reads every row of rows as a job, and closes them.
+func scanJobs(rows *sql.Rows) ([]*Job, error) {
 	defer rows.Close()
 	jobs := []*Job{}
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
+			return nil, err
 		}
 		jobs = append(jobs, j)
 	}
