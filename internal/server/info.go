@@ -84,9 +84,8 @@ func uname() Kernel {
 
 // newInfo builds what does not change while the server runs; the answer
 // adds the uptime and the job counts.
-func newInfo(cfg *Config, policy isolation.Policy, snapTimeout time.Duration, maxConns int, started time.Time) Info {
+func newInfo(cfg *Config, cg proctree.CgroupSupport, policy isolation.Policy, snapTimeout time.Duration, maxConns int, started time.Time) Info {
 	bi := buildinfo.Get()
-	cg := proctree.ProbeCgroup(cfg.DisableCgroup)
 	if policy.Enabled {
 		// The defaults the confinement applies to empty lists.
 		if len(policy.RO) == 0 {

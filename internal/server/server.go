@@ -232,7 +232,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
-	h.Info = infoFunc(newInfo(&cfg, policy, snapTimeout, maxConns, started), st)
+	h.Info = infoFunc(newInfo(&cfg, cg, policy, snapTimeout, maxConns, started), st)
 	mcpStop := make(chan struct{})
 	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
 	ll := newLimitListener(ln, maxConns)
