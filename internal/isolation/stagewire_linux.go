@@ -221,7 +221,7 @@ func appendApplied(b []byte, a *Applied) []byte {
 	}
 	if len(a.HandledFS) > 0 {
 		b = append(b, `,"handled_fs":`...)
-		b = appendJSONStrings(b, a.HandledFS)
+		b = jsonstr.AppendStrings(b, a.HandledFS)
 	}
 	b = append(b, `,"scope_signal":`...)
 	b = strconv.AppendBool(b, a.ScopeSignal)
@@ -238,7 +238,7 @@ func appendApplied(b []byte, a *Applied) []byte {
 			b = append(b, `{"path":`...)
 			b = jsonstr.Append(b, r.Path)
 			b = append(b, `,"access":`...)
-			b = appendJSONStrings(b, r.Access)
+			b = jsonstr.AppendStrings(b, r.Access)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -259,25 +259,9 @@ func appendApplied(b []byte, a *Applied) []byte {
 	}
 	if len(a.Notes) > 0 {
 		b = append(b, `,"notes":`...)
-		b = appendJSONStrings(b, a.Notes)
+		b = jsonstr.AppendStrings(b, a.Notes)
 	}
 	return append(b, '}')
-}
-
-// appendJSONStrings writes l as a JSON array (null when nil, as
-// encoding/json does).
-func appendJSONStrings(b []byte, l []string) []byte {
-	if l == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, s := range l {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonstr.Append(b, s)
-	}
-	return append(b, ']')
 }
 
 // decodeStageAnswer reads one reply line as the runner does (by hand: a

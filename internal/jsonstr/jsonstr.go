@@ -62,3 +62,19 @@ func Append(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// AppendStrings writes l as encoding/json writes a []string: null when
+// nil, else an array of Append's strings.
+func AppendStrings(b []byte, l []string) []byte {
+	if l == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = Append(b, s)
+	}
+	return append(b, ']')
+}

@@ -308,25 +308,10 @@ func appendSnapshot(b []byte, s screen.Snapshot) []byte {
 	b = append(b, `,"title":`...)
 	b = jsonstr.Append(b, s.Title)
 	b = append(b, `,"lines":`...)
-	b = appendStrings(b, s.Lines)
+	b = jsonstr.AppendStrings(b, s.Lines)
 	if s.Scrollback != nil {
 		b = append(b, `,"scrollback":`...)
-		b = appendStrings(b, *s.Scrollback)
+		b = jsonstr.AppendStrings(b, *s.Scrollback)
 	}
 	return append(b, '}')
-}
-
-// appendStrings writes l as encoding/json writes a []string.
-func appendStrings(b []byte, l []string) []byte {
-	if l == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, v := range l {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonstr.Append(b, v)
-	}
-	return append(b, ']')
 }

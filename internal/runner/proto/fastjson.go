@@ -260,14 +260,8 @@ func appendMsg(b []byte, m *Msg) ([]byte, error) {
 	str("key", m.Key)
 	str("err", m.Err)
 	if len(m.Keys) > 0 {
-		b = append(b, `,"keys":[`...)
-		for i, k := range m.Keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonstr.Append(b, k)
-		}
-		b = append(b, ']')
+		b = append(b, `,"keys":`...)
+		b = jsonstr.AppendStrings(b, m.Keys)
 	}
 	num("scrollback", int64(m.Scrollback))
 	num("quiet_ms", int64(m.QuietMS))
