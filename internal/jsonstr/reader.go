@@ -170,8 +170,18 @@ func (r *Reader) hex4() (rune, bool) {
 	if r.i+4 > len(r.b) {
 		return 0, false
 	}
+	v, ok := Hex4(r.b[r.i:])
+	if ok {
+		r.i += 4
+	}
+	return v, ok
+}
+
+// Hex4 reads the four hexadecimal digits at the start of b (a \u
+// escape's, at least 4 bytes), without the string strconv would need.
+func Hex4(b []byte) (rune, bool) {
 	var v rune
-	for _, c := range r.b[r.i : r.i+4] {
+	for _, c := range b[:4] {
 		switch {
 		case '0' <= c && c <= '9':
 			c -= '0'
@@ -184,7 +194,6 @@ func (r *Reader) hex4() (rune, bool) {
 		}
 		v = v<<4 | rune(c)
 	}
-	r.i += 4
 	return v, true
 }
 

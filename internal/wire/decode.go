@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/shellctl/shellctl/internal/jsonstr"
 )
 
 // UnmarshalJSON decodes a JobResult. An answer of the exact shape
@@ -148,16 +150,12 @@ func (p *resultReader) str() string {
 				p.ok = false
 				return ""
 			}
-			v, ok := hex4(s[2:6])
-			if !ok || utf16.IsSurrogate(rune(v)) {
+			v, ok := jsonstr.Hex4(s[2:6])
+			if !ok || utf16.IsSurrogate(v) {
 				p.ok = false // pairs and lone halves: encoding/json's rules
 				return ""
 			}
-			if v < utf8.RuneSelf {
-				b.WriteByte(byte(v))
-			} else {
-				b.WriteRune(rune(v))
-			}
+			b.WriteRune(v)
 			s = s[6:]
 			continue
 		default:
@@ -166,26 +164,6 @@ func (p *resultReader) str() string {
 		}
 		s = s[2:]
 	}
-}
-
-// hex4 reads four hexadecimal digits (a \u escape's), without the string
-// strconv would need: a window of NULs is half a million escapes.
-func hex4(b []byte) (v uint16, ok bool) {
-	for _, c := range b[:4] {
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint16(d)
-	}
-	return v, true
 }
 
 // plainText: bytes a JSON string holds as they are and that decode to
