@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -389,5 +390,49 @@ func TestClientJobsInProcess(t *testing.T) {
 	res, _ := callTool(t, cs, "shell_wait", map[string]any{"job_id": fakeID})
 	if !res.IsError || !strings.Contains(text(res), "cannot reach the shellctl server") {
 		t.Errorf("server gone: %v %q", res.IsError, text(res))
+	}
+}
+
+// Over Streamable HTTP, a call is answered with one JSON body, not an event
+// stream: no tool sends anything before its answer, and an event stream
+// cost every call a stream's setup on both sides (about a tenth of a
+// shell_status, measured).
+func TestHTTPAnswersAreJSON(t *testing.T) {
+	srv := httptest.NewServer(New(&fakeJobs{}, Options{}).HTTPHandler(time.Minute))
+	defer srv.Close()
+	post := func(sid, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp, body := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell_status","arguments":{"job_id":"`+fakeID+`"}}}`)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("tools/call answered as %q, want application/json: %s", ct, body)
+	}
+	var msg struct {
+		ID     int `json:"id"`
+		Result struct {
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &msg); err != nil || msg.ID != 2 || msg.Result.StructuredContent["job_id"] != fakeID {
+		t.Fatalf("tools/call answer %s (%v), want the record of %s", body, err, fakeID)
 	}
 }

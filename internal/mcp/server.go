@@ -113,11 +113,15 @@ func (s *Server) RunStdio(ctx context.Context) error {
 }
 
 // HTTPHandler is the Streamable HTTP transport (POST/GET/DELETE /mcp).
-// Sessions idle for sessionTimeout are closed.
+// Sessions idle for sessionTimeout are closed. A call is answered with one
+// JSON body rather than an event stream: no tool sends a notification before
+// its answer, and a stream per call cost both ends its setup (in-process,
+// client and server: 0.66 → 0.52 ms per shell_status).
 func (s *Server) HTTPHandler(sessionTimeout time.Duration) http.Handler {
 	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 		SessionTimeout: sessionTimeout,
 		Logger:         s.opts.Logger,
+		JSONResponse:   true,
 	})
 }
 
