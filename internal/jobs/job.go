@@ -210,6 +210,7 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	j.mu.Unlock()
 	s.cfg.Metrics.Output(grown)
 	if becameRunning {
+		s.startOver()
 		s.cfg.Metrics.JobRunning(requested, started)
 		s.log.Info("job running", "job", j.id, "pid", m.PID, "cgroup", m.Cgroup != "")
 		s.recordRunningLater(j, store.Running{PID: m.PID, StartedAt: time.Unix(0, m.StartedAt),

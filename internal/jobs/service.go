@@ -109,6 +109,9 @@ type Service struct {
 	pool chan *idleRunner
 	// warm counts the warm runners started and not yet taken.
 	warm atomic.Int64
+	// refillGates say "a job's start is over" to the pool's and the
+	// ready directories' keepFilled (startOver).
+	refillGates [2]chan struct{}
 	// readyDirs are job directories made ahead (".ready-…"), each with its
 	// empty script file made and open.
 	readyDirs chan readyDir
@@ -149,7 +152,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 0)),
-		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1)}
+		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1),
+		refillGates: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
 	// Directories made ahead by a previous server and never used.
 	if old, err := filepath.Glob(filepath.Join(cfg.StateDir, "jobs", readyPrefix+"*")); err == nil {
 		for _, d := range old {
@@ -557,7 +561,7 @@ type readyDir struct {
 // fillDirs keeps readyDirCount directories made in jobs/, each with its
 // script file.
 func (s *Service) fillDirs() {
-	keepFilled(s, s.readyDirs, "make a job directory ahead", func() (readyDir, error) {
+	keepFilled(s, s.readyDirs, s.refillGates[1], "make a job directory ahead", func() (readyDir, error) {
 		d := readyDir{rel: "jobs/" + readyPrefix + NewID()}
 		if err := s.sd.Mkdir(d.rel, 0o700); err != nil {
 			return d, err
@@ -595,9 +599,29 @@ func (s *Service) discardDir(d readyDir) {
 // keepFilled makes items with produce and puts them in ch until the
 // service stops, retrying a failure after a second; an item made when the
 // stop came goes to discard.
-func keepFilled[T any](s *Service, ch chan T, what string, produce func() (T, error), discard func(T)) {
+//
+// An item taken from a full ch is replaced only once a job's start is
+// over (gate, from startOver), or after refillDelayMax: the replacement (a
+// runner's fork, exec and Go start; a directory and three new inodes) is a
+// few milliseconds of CPU, and made at once it ran beside the very start
+// that took the item, on machines of one or two cores the job's own
+// execve and the stage's threads' exit among them. While ch is not full
+// (the first fill, several taken at once), items are made back to back.
+func keepFilled[T any](s *Service, ch chan T, gate <-chan struct{}, what string, produce func() (T, error), discard func(T)) {
 	defer s.wg.Done()
+	taken := false
 	for {
+		if taken && gate != nil {
+			t := time.NewTimer(refillDelayMax)
+			select {
+			case <-gate:
+			case <-t.C:
+			case <-s.stop:
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
 		v, err := produce()
 		if err != nil {
 			s.log.Warn(what, "err", err)
@@ -610,9 +634,32 @@ func keepFilled[T any](s *Service, ch chan T, what string, produce func() (T, er
 		}
 		select {
 		case ch <- v:
+			taken = false // room was there: go on filling
+			continue
+		default:
+		}
+		select {
+		case ch <- v: // blocked until a job took one
+			taken = true
 		case <-s.stop:
 			discard(v)
 			return
+		}
+	}
+}
+
+// refillDelayMax bounds how long a replacement waits for a job's start to
+// be over (a start that never reports one: a runner killed while starting).
+const refillDelayMax = 20 * time.Millisecond
+
+// startOver tells the pool and the directories made ahead that a job's
+// start is over (it runs, or it failed to start): what it took may be
+// replaced now. Each gate holds one such word; more are not counted.
+func (s *Service) startOver() {
+	for _, g := range s.refillGates {
+		select {
+		case g <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -713,7 +760,7 @@ type idleRunner struct {
 // costs no process start-up. A runner whose server goes away before it got
 // a job sees its channel close and leaves.
 func (s *Service) fillPool() {
-	keepFilled(s, s.pool, "start warm runner", func() (*idleRunner, error) {
+	keepFilled(s, s.pool, s.refillGates[0], "start warm runner", func() (*idleRunner, error) {
 		pid, conn, err := s.spawn(".", runner.PoolPlaceholder)
 		if err == nil {
 			s.warm.Add(1)
@@ -828,7 +875,13 @@ func (s *Service) lookup(id string) *job {
 // A write the database refuses (a full disk: SQLITE_FULL, an I/O error)
 // is retried until it is taken, never dropped, the same way.
 func (s *Service) finish(j *job, e store.Exit) (recorded bool) {
+	j.mu.Lock()
+	neverRan := j.started.IsZero()
+	j.mu.Unlock()
 	j.setEnd(e)
+	if neverRan {
+		s.startOver() // a start that failed is over too
+	}
 	// The waiters just woken answer first: each is runnable on this P,
 	// behind this goroutine, which would otherwise hold it for the whole
 	// write (about 0.5 ms of SQLite here) before the answer goes out.
