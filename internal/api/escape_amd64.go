@@ -11,3 +11,10 @@ var useAVX2 = cpu.X86.HasAVX2
 //
 //go:noescape
 func plainRun(p []byte) int
+
+// escapeRun copies the start of src into dst as it goes into a JSON
+// string while it is plain bytes and newlines, and says how much it took
+// and wrote (escape_amd64.s; AVX2 only, else it takes nothing).
+//
+//go:noescape
+func escapeRun(dst, src []byte) (nd, ns int)

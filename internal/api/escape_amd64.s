@@ -10,7 +10,9 @@ DATA escConsts<>+16(SB)/8, $0x2222222222222222
 DATA escConsts<>+24(SB)/8, $0x2222222222222222
 DATA escConsts<>+32(SB)/8, $0x5c5c5c5c5c5c5c5c
 DATA escConsts<>+40(SB)/8, $0x5c5c5c5c5c5c5c5c
-GLOBL escConsts<>(SB), RODATA|NOPTR, $48
+DATA escConsts<>+48(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA escConsts<>+56(SB)/8, $0x0a0a0a0a0a0a0a0a
+GLOBL escConsts<>(SB), RODATA|NOPTR, $64
 
 // func plainRun(p []byte) int
 //
@@ -104,4 +106,70 @@ tail:
 
 done:
 	MOVQ DX, ret+24(FP)
+	RET
+
+// func escapeRun(dst, src []byte) (nd, ns int)
+//
+// Copies the start of src into dst as it goes into a JSON string, as long
+// as it is plain bytes and newlines (each written as the two bytes \n):
+// ns bytes of src became nd bytes of dst. It stops before any other byte
+// to escape and any byte of 0x80 or above (the caller's to handle), when
+// fewer than 32 bytes of src are left, or fewer than 64 of dst: the 32
+// bytes a step are stored whole, the plain ones among them kept. AVX2
+// only: without it, nothing is copied and the caller's scan does it all.
+TEXT ·escapeRun(SB), NOSPLIT, $0-64
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), R8
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), BX
+	XORQ DX, DX
+	XORQ CX, CX
+	CMPB ·useAVX2(SB), $0
+	JEQ none
+
+	VPBROADCASTB escConsts<>+0(SB), Y1
+	VPBROADCASTB escConsts<>+16(SB), Y2
+	VPBROADCASTB escConsts<>+32(SB), Y3
+	SUBQ $32, BX
+	JB out
+	SUBQ $64, R8
+	JB out
+
+step:
+	CMPQ DX, BX
+	JA out
+	CMPQ CX, R8
+	JA out
+	VMOVDQU (SI)(DX*1), Y0
+	VPCMPGTB Y0, Y1, Y4
+	VPCMPEQB Y0, Y2, Y5
+	VPCMPEQB Y0, Y3, Y6
+	VPOR Y5, Y4, Y4
+	VPOR Y6, Y4, Y4
+	VPMOVMSKB Y4, AX
+	VMOVDQU Y0, (DI)(CX*1)
+	TESTL AX, AX
+	JNZ special
+	ADDQ $32, DX
+	ADDQ $32, CX
+	JMP step
+
+special:
+	BSFL AX, AX
+	ADDQ AX, DX
+	ADDQ AX, CX
+	CMPB (SI)(DX*1), $0x0a
+	JNE out
+	MOVB $0x5c, (DI)(CX*1)
+	MOVB $0x6e, 1(DI)(CX*1)
+	ADDQ $2, CX
+	INCQ DX
+	JMP step
+
+out:
+	VZEROUPPER
+
+none:
+	MOVQ CX, nd+48(FP)
+	MOVQ DX, ns+56(FP)
 	RET

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -121,5 +123,38 @@ func TestEscapedRunIsGrownOnce(t *testing.T) {
 	}
 	if got := appendString(nil, "\x00\x01"+s[:100]+"ab"); string(got) != `"`+strings.Repeat(`\u0000`, 1)+`\u0001`+strings.Repeat(`\u0000`, 100)+`ab"` {
 		t.Fatalf("escaped %s", got)
+	}
+}
+
+// Long texts of lines (the page read's case, where escapeRun copies), with
+// a few other bytes to escape and non-ASCII among them, escape as
+// encoding/json escapes them (escape_amd64_test.go runs it without AVX2
+// too).
+func TestAppendStringOfLinesIsEncodingJSON(t *testing.T) { checkLinesAsEncodingJSON(t) }
+
+func checkLinesAsEncodingJSON(t *testing.T) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n < 300; n++ {
+		p := make([]byte, rng.IntN(5000))
+		for k := range p {
+			switch r := rng.IntN(1000); {
+			case r < 15:
+				p[k] = '\n'
+			case r < 17:
+				p[k] = byte(rng.IntN(256))
+			default:
+				p[k] = byte(0x20 + rng.IntN(0x5f))
+			}
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.Encode(string(p))
+		for _, prefix := range []string{"", `{"a":`} {
+			if got := appendString([]byte(prefix), string(p)); string(got[len(prefix):])+"\n" != want.String() {
+				t.Fatalf("appendString of %d bytes of lines differs from encoding/json:\n got %s\nwant %s", len(p), got[len(prefix):], want.String())
+			}
+		}
 	}
 }

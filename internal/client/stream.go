@@ -369,7 +369,7 @@ func (ev *StreamEvent) checkID() error {
 
 // decodeOutput decodes an output event's data of the shape the server
 // writes ({"offset":N,"text":"…"} or {"offset":N,"base64":"…"}, the
-// string with only the escapes \" \\ \n \r \t \u00XX) without
+// string with only the escapes \" \\ \n \r \t \b \f \u00XX) without
 // encoding/json, which would cost most of a fast stream's time; false
 // leaves anything else to it. The bytes go to a buffer of their own, or
 // into *dst (kept: its buffer is reused) when dst is not nil.
@@ -439,6 +439,10 @@ func (ev *StreamEvent) decodeOutput(dst *[]byte) bool {
 			out = append(out, '\r')
 		case 't':
 			out = append(out, '\t')
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
 		case 'u':
 			if len(s) < 6 || s[2] != '0' || s[3] != '0' {
 				return false

@@ -187,6 +187,10 @@ func TestDecodeOutputFastPath(t *testing.T) {
 	if taken < len(strs) {
 		t.Fatalf("the fast path took %d of %d events of the server's shape", taken, 3*len(strs))
 	}
+	// The server's escapes of backspace and form feed (encoding/json's) too.
+	if ev := (&StreamEvent{Type: EventOutput, Data: []byte(`{"offset":3,"text":"a\b\fz"}`)}); !ev.decodeOutput(nil) || string(ev.Bytes) != "a\b\fz" {
+		t.Errorf("fast path did not take \\b and \\f: %q", ev.Bytes)
+	}
 	for _, data := range []string{`{"offset":1,"text":"a"b"}`, `{"offset":1,"text":"\u2028"}`, `{"offset":x,"text":""}`, `{"offset":1,"text":"\q"}`} {
 		if (&StreamEvent{Type: EventOutput, Data: []byte(data)}).decodeOutput(nil) {
 			t.Errorf("fast path took %s", data)
