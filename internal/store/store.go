@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -103,7 +104,21 @@ type Store struct {
 	stmtGet, stmtGetMany, stmtInsert, stmtStarting, stmtRunner, stmtRunning, stmtFinish, stmtDelete, stmtTerminal *sql.Stmt
 	// Idempotency keys (idempotency.go).
 	stmtByKey, stmtInputKey, stmtAddInputKey, stmtDropInputKey *sql.Stmt
+
+	// ended holds rows Get read in a terminal state, by id, so the reads
+	// of a finished job (its pages above all: a SQLite read was a sixth
+	// of a page read's CPU) cost no query. A terminal row changes only by
+	// Delete and SetTerminal, and every write of another process (an
+	// exit recorded by shellctl-runner-exit) is a compare-and-set on a
+	// row that is not terminal, so the copy stays true. endedGen counts
+	// those two changes: a read that raced one is not kept.
+	endedMu  sync.Mutex
+	ended    map[string]*Job
+	endedGen uint64
 }
+
+// endedMax bounds the terminal rows Get keeps (about a kilobyte each).
+const endedMax = 256
 
 // Open opens (creating when missing) the database in stateDir and migrates
 // it forward. A database written by a newer shellctl is refused.
@@ -246,8 +261,14 @@ func (s *Store) Insert(ctx context.Context, j *Job) error {
 	return nil
 }
 
-// Get reads one job.
+// Get reads one job; a terminal row comes from the copy kept of it.
 func (s *Store) Get(ctx context.Context, id string) (*Job, error) {
+	s.endedMu.Lock()
+	kept, gen := s.ended[id], s.endedGen
+	s.endedMu.Unlock()
+	if kept != nil {
+		return kept.clone(), nil
+	}
 	j, err := scanJob(s.stmtGet.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
@@ -255,7 +276,49 @@ func (s *Store) Get(ctx context.Context, id string) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read job %s: %w", id, err)
 	}
+	if IsTerminal(j.Status) {
+		s.endedMu.Lock()
+		if s.endedGen == gen {
+			if s.ended == nil {
+				s.ended = make(map[string]*Job)
+			}
+			if len(s.ended) >= endedMax {
+				for k := range s.ended { // any one
+					delete(s.ended, k)
+					break
+				}
+			}
+			s.ended[id] = j.clone()
+		}
+		s.endedMu.Unlock()
+	}
 	return j, nil
+}
+
+// forgetEnded drops the kept copy of id's row after a change to it.
+func (s *Store) forgetEnded(id string) {
+	s.endedMu.Lock()
+	delete(s.ended, id)
+	s.endedGen++
+	s.endedMu.Unlock()
+}
+
+// clone is a copy of j that shares nothing with it.
+func (j *Job) clone() *Job {
+	c := *j
+	if j.ExitCode != nil {
+		v := *j.ExitCode
+		c.ExitCode = &v
+	}
+	if j.StartedAt != nil {
+		v := *j.StartedAt
+		c.StartedAt = &v
+	}
+	if j.EndedAt != nil {
+		v := *j.EndedAt
+		c.EndedAt = &v
+	}
+	return &c
 }
 
 func changed(res sql.Result, err error, what, id string) error {
@@ -338,12 +401,14 @@ func (s *Store) Finish(ctx context.Context, id string, e Exit) error {
 // SetTerminal records a job's terminal size after a resize.
 func (s *Store) SetTerminal(ctx context.Context, id string, cols, rows int) error {
 	res, err := s.stmtTerminal.ExecContext(ctx, cols, rows, id)
+	s.forgetEnded(id)
 	return changed(res, err, "set terminal of", id)
 }
 
 // Delete removes a job's row.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	res, err := s.stmtDelete.ExecContext(ctx, id)
+	s.forgetEnded(id)
 	if err := changed(res, err, "delete", id); err != nil {
 		if errors.Is(err, ErrNotChanged) {
 			return ErrNotFound

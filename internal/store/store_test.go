@@ -258,3 +258,92 @@ func TestGetMany(t *testing.T) {
 		t.Errorf("GetMany of no ids = %v, %v: want an empty list", none, err)
 	}
 }
+
+// A terminal row is read once and then served from the copy kept of it;
+// its changes (a terminal size, a delete) drop the copy, and a row that
+// is not terminal is always read.
+func TestEndedRowsAreKeptUntilChanged(t *testing.T) {
+	st, _ := open(t)
+	ctx := context.Background()
+	id := "00000000000000e1"
+	if err := st.Insert(ctx, &Job{ID: id, Mode: "pty", Cwd: "/w", CreatedAt: time.Now(), Cols: 80, Rows: 24}); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := st.Get(ctx, id); j.Status != StatusCreated {
+		t.Fatalf("new job is %s", j.Status)
+	}
+	if err := st.Finish(ctx, id, Exit{Status: StatusExited, ExitCode: intp(3), EndedAt: time.Now(), Reason: "exited"}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.Get(ctx, id)
+	if err != nil || j.Status != StatusExited || *j.ExitCode != 3 {
+		t.Fatalf("ended job = %+v %v: the row read before its end was kept", j, err)
+	}
+	// Kept: a change made behind the store's back is not seen...
+	if _, err := st.wdb.ExecContext(ctx, `UPDATE jobs SET reason = 'changed' WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	*j.ExitCode = 99 // ...and what a caller does to its copy is its own
+	if j, _ := st.Get(ctx, id); j.Reason != "exited" || *j.ExitCode != 3 {
+		t.Fatalf("second read = reason %q code %d, want the kept row (exited, 3)", j.Reason, *j.ExitCode)
+	}
+	// A resize of the row drops the copy.
+	if err := st.SetTerminal(ctx, id, 100, 30); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := st.Get(ctx, id); j.Cols != 100 || j.Reason != "changed" {
+		t.Fatalf("after SetTerminal: cols %d reason %q, want 100 and the row as written", j.Cols, j.Reason)
+	}
+	if err := st.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
+	}
+}
+
+// A read that races a delete never leaves the deleted row kept.
+func TestEndedRowNotKeptAcrossADelete(t *testing.T) {
+	st, _ := open(t)
+	ctx := context.Background()
+	for n := 0; n < 100; n++ {
+		id := fmt.Sprintf("%016x", 0xd000+n)
+		if err := st.Insert(ctx, &Job{ID: id, Mode: "pty", Cwd: "/w", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Finish(ctx, id, Exit{Status: StatusFailed, EndedAt: time.Now(), Reason: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for k := 0; k < 20; k++ {
+				st.Get(ctx, id)
+			}
+		}()
+		if err := st.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if _, err := st.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("job %s read after its delete: %v", id, err)
+		}
+	}
+}
+
+// The copies kept are bounded.
+func TestEndedRowsKeptAreBounded(t *testing.T) {
+	st, _ := open(t)
+	ctx := context.Background()
+	for n := 0; n < endedMax+50; n++ {
+		id := fmt.Sprintf("%016x", 0xb000+n)
+		st.Insert(ctx, &Job{ID: id, Mode: "pty", Cwd: "/w", CreatedAt: time.Now()})
+		st.Finish(ctx, id, Exit{Status: StatusFailed, EndedAt: time.Now(), Reason: "x"})
+		if _, err := st.Get(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(st.ended); n > endedMax {
+		t.Fatalf("%d rows kept, want at most %d", n, endedMax)
+	}
+}
