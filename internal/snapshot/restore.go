@@ -93,6 +93,9 @@ func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions)
 
 	pre := newPrefetcher(src)
 	defer pre.stop() // at r's end already, unless Restore failed early
+	// An end of ctx (the server stopping, the request gone) frees a
+	// restore waiting on a body that stalls, as a failure does.
+	defer context.AfterFunc(ctx, pre.stop)()
 	dec, err := zstd.NewReader(pre,
 		zstd.WithDecoderMaxWindow(MaxWindow),
 		zstd.WithDecoderConcurrency(decoderConcurrency),
@@ -116,6 +119,9 @@ func Restore(ctx context.Context, r io.Reader, home string, opts RestoreOptions)
 		return x.stats, werr // the first error in archive order
 	}
 	if perr != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(perr, errPrefetchStopped) {
+			return x.stats, fmt.Errorf("restore stopped: %w", cerr)
+		}
 		return x.stats, perr
 	}
 	if src.bytes() == 0 {

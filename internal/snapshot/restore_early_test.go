@@ -218,3 +218,38 @@ func TestRestoreEarlyRefusalReachesChunkedSender(t *testing.T) {
 		}
 	}
 }
+
+// A restore whose body stalls returns when its context ends (the server
+// stopping, the request gone), with the context's error, and does not wait
+// for the read under way.
+func TestRestoreStopsWhenItsContextEnds(t *testing.T) {
+	waitFor(t, 5*time.Second, "no body reader left by an earlier test", func() bool { return prefetchersRunning() == 0 })
+	// A whole first entry, then the body stalls.
+	arch := makeArchive(t, file("a", strings.Repeat("x", 1000)), file("b", "y"))
+	src := newBlockingReader(arch[:len(arch)/2])
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Restore(ctx, src, t.TempDir(), RestoreOptions{})
+		done <- err
+	}()
+	<-src.blocked
+	select {
+	case err := <-done:
+		t.Fatalf("Restore returned before its context ended, with the body stalled: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want one that wraps context.Canceled", err)
+		}
+	case <-time.After(answerBound):
+		close(src.release)
+		<-done
+		t.Fatalf("Restore did not return within %s of its context's end", answerBound)
+	}
+	close(src.release)
+	waitFor(t, 5*time.Second, "the body reader ended", func() bool { return prefetchersRunning() == 0 })
+}
