@@ -69,7 +69,11 @@ func (s *subreaperTracker) Exempt(pid int) error {
 //     process after the walk is never signalled.
 //   - Zombies (Z) count as gone: they have exited and hold nothing but their
 //     exit status; they have no children (those were re-parented on exit).
-func (s *subreaperTracker) list() ([]procStat, error) {
+func (s *subreaperTracker) list() ([]procStat, error) { return s.walk(false) }
+
+// walk lists the processes of the tree; with unreaped, its children that
+// have exited and that the runner has not reaped yet count too.
+func (s *subreaperTracker) walk(unreaped bool) ([]procStat, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("open /proc: %w", err)
@@ -126,7 +130,7 @@ func (s *subreaperTracker) list() ([]procStat, error) {
 	}
 	var out []procStat
 	for pid, st := range all {
-		if pid != s.self && !st.gone() && isDesc(pid) {
+		if pid != s.self && (!st.gone() || unreaped && st.ppid == s.self) && isDesc(pid) {
 			out = append(out, st)
 		}
 	}
@@ -145,13 +149,15 @@ func (s *subreaperTracker) Kill() error {
 
 // WaitEmpty is woken by Notify: the last process of the tree to exit is
 // always a child of the runner (everything else was re-parented to it), so
-// the runner's reap of it is the event.
+// the runner's reap of it is the event. A child that exited counts until
+// it is reaped: an ended job then leaves not even a zombie behind when its
+// end is told (one was seen in `ps` right after a terminate's answer).
 func (s *subreaperTracker) WaitEmpty(ctx context.Context) error {
 	return s.waitEmpty(ctx, func() (bool, error) {
 		// Two empty walks in a row, as Kill requires: one walk can miss a
 		// process forked while it read /proc.
 		for range 2 {
-			procs, err := s.list()
+			procs, err := s.walk(true)
 			if err != nil || len(procs) > 0 {
 				return false, err
 			}

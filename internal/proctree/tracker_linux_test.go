@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runnerHelper())
 	case "bench":
 		os.Exit(benchHelper())
+	case "unreaped":
+		os.Exit(unreapedHelper())
 	case "sharedpids":
 		lim, _, ok := SharedPidsLimit()
 		fmt.Printf("%d %v\n", lim, ok)
