@@ -523,9 +523,10 @@ func TestImageUnderRunc(t *testing.T) {
 		}
 		for _, p := range b.procs(t) {
 			// The server, its warm runners and their stages (named
-			// shellctl-stage once started; "exe" for a moment before,
-			// through /proc/self/exe or a descriptor).
-			if p.Name != "shellctl" && p.Name != "shellctl-runner" && p.Name != "shellctl-stage" && p.Name != "exe" {
+			// shellctl-stage once started; for a moment before, "exe"
+			// through /proc/self/exe, or the descriptor's number through
+			// a descriptor: a warm runner started as the job ended).
+			if p.Name != "shellctl" && p.Name != "shellctl-runner" && p.Name != "shellctl-stage" && p.Name != "exe" && !allDigits(p.Name) {
 				t.Errorf("after terminate, %s (pid %d in the container, state %c) is left", p.Name, p.NS, p.State)
 			}
 		}
@@ -722,3 +723,14 @@ func hostServer(t *testing.T, state, homeDir string) *client.Client {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(strings.TrimSpace(s)); return n }
+
+// allDigits: a process started through a descriptor is named by its
+// number until it names itself.
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
