@@ -14,6 +14,22 @@ DATA escConsts<>+48(SB)/8, $0x0a0a0a0a0a0a0a0a
 DATA escConsts<>+56(SB)/8, $0x0a0a0a0a0a0a0a0a
 GLOBL escConsts<>(SB), RODATA|NOPTR, $64
 
+// AVX2_CONSTS loads the three comparands into Y1 (0x20), Y2 ('"') and Y3
+// ('\\'); AVX2_SPECIALS sets in AX a bit for each byte of Y0 to escape or
+// of 0x80 and above (Y4-Y6 are scratch).
+#define AVX2_CONSTS \
+	VPBROADCASTB escConsts<>+0(SB), Y1; \
+	VPBROADCASTB escConsts<>+16(SB), Y2; \
+	VPBROADCASTB escConsts<>+32(SB), Y3
+
+#define AVX2_SPECIALS \
+	VPCMPGTB Y0, Y1, Y4; \
+	VPCMPEQB Y0, Y2, Y5; \
+	VPCMPEQB Y0, Y3, Y6; \
+	VPOR Y5, Y4, Y4; \
+	VPOR Y6, Y4, Y4; \
+	VPMOVMSKB Y4, AX
+
 // func plainRun(p []byte) int
 //
 // The length of the run of bytes at the start of p that need no escape.
@@ -26,9 +42,7 @@ TEXT ·plainRun(SB), NOSPLIT, $0-32
 	CMPB ·useAVX2(SB), $0
 	JEQ sse2
 
-	VPBROADCASTB escConsts<>+0(SB), Y1
-	VPBROADCASTB escConsts<>+16(SB), Y2
-	VPBROADCASTB escConsts<>+32(SB), Y3
+	AVX2_CONSTS
 	MOVQ BX, CX
 	SUBQ $32, CX
 	JB avxdone
@@ -37,12 +51,7 @@ avx32:
 	CMPQ DX, CX
 	JA avxdone
 	VMOVDQU (SI)(DX*1), Y0
-	VPCMPGTB Y0, Y1, Y4
-	VPCMPEQB Y0, Y2, Y5
-	VPCMPEQB Y0, Y3, Y6
-	VPOR Y5, Y4, Y4
-	VPOR Y6, Y4, Y4
-	VPMOVMSKB Y4, AX
+	AVX2_SPECIALS
 	TESTL AX, AX
 	JNZ avxfound
 	ADDQ $32, DX
@@ -127,9 +136,7 @@ TEXT ·escapeRun(SB), NOSPLIT, $0-64
 	CMPB ·useAVX2(SB), $0
 	JEQ none
 
-	VPBROADCASTB escConsts<>+0(SB), Y1
-	VPBROADCASTB escConsts<>+16(SB), Y2
-	VPBROADCASTB escConsts<>+32(SB), Y3
+	AVX2_CONSTS
 	SUBQ $32, BX
 	JB out
 	SUBQ $64, R8
@@ -141,12 +148,7 @@ step:
 	CMPQ CX, R8
 	JA out
 	VMOVDQU (SI)(DX*1), Y0
-	VPCMPGTB Y0, Y1, Y4
-	VPCMPEQB Y0, Y2, Y5
-	VPCMPEQB Y0, Y3, Y6
-	VPOR Y5, Y4, Y4
-	VPOR Y6, Y4, Y4
-	VPMOVMSKB Y4, AX
+	AVX2_SPECIALS
 	VMOVDQU Y0, (DI)(CX*1)
 	TESTL AX, AX
 	JNZ special
