@@ -180,7 +180,8 @@ func TestImageUnderDocker(t *testing.T) {
 		}
 		res, out := runDone(t, b.c, client.RunRequest{Script: "echo still-serving"})
 		if res.ExitCode == nil || *res.ExitCode != 0 || !strings.Contains(out, "still-serving") {
-			t.Fatalf("a job after %s: %+v %q", after, res, out)
+			// How it ended (status, reason, exit code, signal, message).
+			t.Fatalf("a job after %s: %s, output %q", after, recordOf(t, b.c, res.JobID), out)
 		}
 	}
 
@@ -240,7 +241,10 @@ func TestImageUnderDocker(t *testing.T) {
 
 	t.Run("docker stop ends and records the jobs within a second", func(t *testing.T) {
 		if res, err := b.c.Run(ctx(t), client.RunRequest{Script: "trap '' TERM; echo ready; sleep 300", Timeout: 5}); err != nil || res.Done {
-			t.Fatalf("run: %+v %v", res, err)
+			if err == nil {
+				t.Fatalf("the job ended at once: %s, output %q", recordOf(t, b.c, res.JobID), res.Output)
+			}
+			t.Fatalf("run: %v", err)
 		}
 		pfd, err := pidfdOpen(pid)
 		if err != nil {
