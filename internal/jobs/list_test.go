@@ -279,3 +279,34 @@ func TestDeleteWaitsForTheEndToBeRecorded(t *testing.T) {
 		t.Fatalf("status after the delete: %v, want not found", err)
 	}
 }
+
+// EndAll (a PID 1's stop) returns only once every job's end is in its row,
+// not when the end is answered from memory: the database closes after it.
+func TestEndAllWaitsForTheEndToBeRecorded(t *testing.T) {
+	s := newTestService(t)
+	s.runningDelay = time.Hour
+	j := addLive(t, s, "00000000000000d2")
+	code := 0
+	end := store.Exit{Status: store.StatusTerminated, ExitCode: &code, Reason: "terminate_requested", EndedAt: time.Now()}
+	j.setEnd(end) // answered from memory; the row still says starting
+	bounded, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.EndAll(bounded, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("EndAll before the job's end was recorded: %v, want it to wait", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.EndAll(context.Background(), time.Second)
+		done <- err
+	}()
+	if !s.finish(j, end) {
+		t.Fatal("the end was not recorded")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	row, err := s.st.Get(context.Background(), j.id)
+	if err != nil || row.Status != store.StatusTerminated {
+		t.Fatalf("row after EndAll: %+v %v, want terminated", row, err)
+	}
+}

@@ -75,6 +75,15 @@ func (s *Service) endForStop(ctx context.Context, j *job, grace time.Duration) e
 			return ctx.Err()
 		}
 	}
+	// Its end is answered before its row is written: the stop waits for
+	// the row too (the job leaves the live set then), or the database
+	// closes under the write, and a PID 1's jobs, killed with its
+	// namespace, would be read as lost (seen in TestInitStopEndsAndRecordsJobs).
+	select {
+	case <-j.let:
+	case <-ctx.Done():
+		return fmt.Errorf("its end is not recorded yet: %w", ctx.Err())
+	}
 	// A lost job may have left processes its runner could not end.
 	if err := s.endLostRow(ctx, j.id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
