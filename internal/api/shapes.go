@@ -147,6 +147,9 @@ func appendString(b []byte, s string) []byte {
 	return appendBytes(b, unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
+// plainByte: c goes into a JSON string as it is.
+func plainByte(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf }
+
 // appendBytes is appendString of the text in p. Plain text and its
 // newlines are copied into b 32 bytes a step (escapeRun, AVX2); from any
 // other byte to escape, or a non-ASCII one, plainRun finds the next byte
@@ -159,7 +162,7 @@ func appendBytes(b []byte, p []byte) []byte {
 	for i := 0; ; {
 		// Plain text and its newlines (a log's lines) go straight into
 		// b, 32 bytes a step, without leaving the scan at every line end.
-		if start == i && len(p)-i >= 32 {
+		if start == i && len(p)-i >= 32 && plainByte(p[i]) {
 			if cap(b)-len(b) < 64+32 {
 				b = slices.Grow(b, len(p)-i+(len(p)-i)/16+64)
 			}
