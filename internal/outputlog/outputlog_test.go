@@ -404,7 +404,9 @@ func TestReadWindowDoesNotCopy(t *testing.T) {
 		v, _ := ReadWindow(r, 1, int64(len(data)), 1<<19, true)
 		v.Release()
 	})
-	if allocs != 0 {
+	// Under the race detector the pool drops some of what is put back;
+	// without it, nothing is allocated at all.
+	if allocs != 0 && !(raceEnabled && allocs <= 1) {
 		t.Fatalf("%v allocations per valid 512 KiB window read", allocs)
 	}
 	// ReadTail is Tail, without the copy.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package outputlog
+
+const raceEnabled = false
