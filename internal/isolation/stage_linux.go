@@ -248,6 +248,11 @@ func (s *Stage) handOver(fds []int, body []byte) (st Started) {
 		serr = err
 	}
 	if serr != nil {
+		if errors.Is(serr, unix.EPIPE) || errors.Is(serr, unix.ECONNRESET) {
+			// Its end is closed: the stage is gone (killed while it
+			// waited), and it read nothing of the job.
+			serr = fmt.Errorf("%w: %w", ErrStageGone, serr)
+		}
 		return failed(st, ExitSetupFailed, fmt.Errorf("hand the job to its stage (pid %d): %w", s.PID, serr))
 	}
 	if _, err := s.sock.Write(body); err != nil {
@@ -292,6 +297,11 @@ type stageAnswer struct {
 	Err           string `json:"err"`
 	StageProtocol int    `json:"stage_protocol"` // a refusal: another protocol
 }
+
+// ErrStageGone (wrapped in Started.Err): the stage had ended before the
+// job was handed to it, so nothing of the job reached it; another stage may
+// be started for it.
+var ErrStageGone = errors.New("the stage was gone before it got the job")
 
 // ErrStageSilent (wrapped in Started.Err): the stage ended without a
 // word, neither what it applied nor a failure. It was killed, or it could

@@ -502,7 +502,18 @@ func copyStdout(w *outWriter, src *os.File) error {
 // (it is of another build, or it ended without a word); the job did not
 // start, and nothing was reported for it.
 func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) (isolation.Started, error) {
-	st := r.stage.Assign(&cfg, isolation.Files{Stdio: stdio, Cwd: r.cwdHandle, Home: r.homeHandle}, tty)
+	files := isolation.Files{Stdio: stdio, Cwd: r.cwdHandle, Home: r.homeHandle}
+	st := r.stage.Assign(&cfg, files, tty)
+	if errors.Is(st.Err, isolation.ErrStageGone) {
+		// The stage made ahead died while it waited (a fork storm beside
+		// it left its runtime no thread, or it was killed) and read
+		// nothing of the job: the job gets a stage started now.
+		r.log.Warn("the waiting stage was gone: starting another for the job", "pid", st.PID, "err", st.Err)
+		if err := r.startStage(); err != nil {
+			return st, fmt.Errorf("start another stage for the job: %w", err)
+		}
+		st = r.stage.Assign(&cfg, files, tty)
+	}
 	if err := r.stageFailure(st); err != nil {
 		r.log.Error("job did not start", "err", err)
 		return st, err

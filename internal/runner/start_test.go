@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -312,5 +313,62 @@ func TestRunnerWritesThroughTheFilesMadeAhead(t *testing.T) {
 		if b, _ := os.ReadFile(p); !strings.Contains(string(b), "made-ahead") {
 			t.Errorf("%s holds %q", name, b)
 		}
+	}
+}
+
+// A stage that died while it waited (killed; a fork storm that left its
+// runtime no thread) is replaced when the job comes: the job runs, in a
+// stage started for it, instead of failing to be handed over.
+func TestDeadWaitingStageIsReplaced(t *testing.T) {
+	rr := startRealRunner(t, nil)
+	runner := rr.cmd.Process.Pid
+	// The stage is the runner's child; its start is not announced, so it
+	// is looked for.
+	var stage int
+	deadline := time.Now().Add(10 * time.Second)
+	for stage == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stage among the children of runner %d", runner)
+		}
+		// children lists a thread's own: any of the runner's threads may
+		// have started it.
+		var b []byte
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", runner))
+		for _, task := range tasks {
+			c, _ := os.ReadFile(task)
+			b = append(append(b, c...), ' ')
+		}
+		for _, f := range strings.Fields(string(b)) {
+			cmdline, _ := os.ReadFile("/proc/" + f + "/cmdline")
+			if strings.Contains(string(cmdline), isolation.StageArg) {
+				stage, _ = strconv.Atoi(f)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := syscall.Kill(stage, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Reaped by the runner: its /proc entry goes.
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", stage)); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stage %d not reaped", stage)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rr.assign("stdio", "echo hi")
+	msgs := rr.end()
+	exit := msgs[len(msgs)-1]
+	if exit.Status != "exited" || exit.ExitCode == nil || *exit.ExitCode != 0 {
+		t.Fatalf("exit %+v (reason %q), want exited 0 in a new stage", exit, exit.Reason)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rr.job, OutputFile)); strings.TrimSpace(string(b)) != "hi" {
+		t.Fatalf("output %q", b)
+	}
+	if !strings.Contains(rr.log.String(), "the waiting stage was gone") {
+		t.Errorf("the runner's log does not say the stage was replaced:\n%s", rr.log.String())
 	}
 }
