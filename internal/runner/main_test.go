@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"syscall"
 	"testing"
 
 	"github.com/shellctl/shellctl/internal/isolation"
@@ -15,6 +16,18 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case runnerArg:
+			if os.Getenv(failFirstStageEnv) != "" {
+				// The stage made ahead cannot be started (as when a fork
+				// storm beside the runner holds every pid).
+				first := true
+				testHookStartStage = func() error {
+					if first {
+						first = false
+						return syscall.EAGAIN
+					}
+					return nil
+				}
+			}
 			os.Exit(Main(os.Args[2:]))
 		case isolation.StageArg:
 			os.Exit(stageForTest())
@@ -24,3 +37,6 @@ func TestMain(m *testing.M) {
 }
 
 const runnerArg = "__runner"
+
+// failFirstStageEnv makes a test runner's first stage start fail.
+const failFirstStageEnv = "SHELLCTL_TEST_FAIL_FIRST_STAGE"

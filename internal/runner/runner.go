@@ -86,6 +86,7 @@ type Runner struct {
 	tracker      proctree.Tracker // set under rmu (the reaper reads it)
 	cgroupPath   string           // the job's cgroup directory, when it has one
 	cgroupFD     int              // the job's cgroup directory, open for clone into it (-1: none)
+	stageLater   bool             // prestart failed only to start the stage: it is tried again for the job
 	launchReason string           // why a job that never started ended
 	stage        *isolation.Stage // the process that becomes the job (prestart)
 	stageBin     string           // the stage's binary beside the runner's, for errors ("": the runner's own)
@@ -231,6 +232,16 @@ func Main(args []string) int {
 	showJobID(spec.ID)
 	r.log = log.With("job", spec.ID)
 	r.addConn(ctl)
+	if prepErr != nil && r.stageLater {
+		// No stage could be started ahead (no pid was free then: a fork
+		// storm beside it): one is started now, for the job.
+		if err := r.startStage(); err != nil {
+			prepErr = fmt.Errorf("%w (and again when the job came: %v)", prepErr, err)
+		} else {
+			r.log.Warn("the job's stage was started when the job came", "err_ahead", prepErr)
+			prepErr = nil
+		}
+	}
 	if prepErr != nil {
 		r.finishFailed(prepErr)
 		// What prestart made before it failed (the job's cgroup, a
@@ -331,6 +342,7 @@ func (r *Runner) prestart(opts proctree.Options) error {
 		return err
 	}
 	if err := r.startStage(); err != nil {
+		r.stageLater = true // all else is ready: the stage is tried again for the job
 		return fmt.Errorf("start the job's stage: %w", err)
 	}
 	return nil

@@ -566,6 +566,11 @@ func (r *Runner) stageFailure(st isolation.Started) error {
 
 // startStage starts the stage that will become the job (see launch).
 func (r *Runner) startStage() error {
+	if testHookStartStage != nil {
+		if err := testHookStartStage(); err != nil {
+			return err
+		}
+	}
 	// No process group of its own yet: a stage for a stdio job leaves
 	// the runner's session (setsid), which a group leader cannot do.
 	attr := &syscall.SysProcAttr{}
@@ -594,6 +599,10 @@ func (r *Runner) startStage() error {
 	r.stage = st
 	return nil
 }
+
+// testHookStartStage, when set (tests), runs first in startStage; its
+// error is startStage's.
+var testHookStartStage func() error
 
 // StageBinary is the stage's own binary, beside the runner's: it carries
 // only what a stage needs, so its start costs no initialisation of the

@@ -70,7 +70,7 @@ type realRunner struct {
 	log   bytes.Buffer
 }
 
-func startRealRunner(t *testing.T, beside func(dir string)) *realRunner {
+func startRealRunner(t *testing.T, beside func(dir string), env ...string) *realRunner {
 	t.Helper()
 	base := t.TempDir()
 	rr := &realRunner{t: t, dir: filepath.Join(base, "bin"), state: filepath.Join(base, "state")}
@@ -100,7 +100,7 @@ func startRealRunner(t *testing.T, beside func(dir string)) *realRunner {
 	rr.cmd = exec.Command(filepath.Join(rr.dir, "shellctl-runner"), runnerArg, "--state-dir", rr.state, "--ctl-fd", "3", "--no-cgroup")
 	rr.cmd.ExtraFiles = []*os.File{theirs}
 	rr.cmd.Stdout, rr.cmd.Stderr = &rr.log, &rr.log
-	rr.cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	rr.cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	rr.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := rr.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -370,5 +370,23 @@ func TestDeadWaitingStageIsReplaced(t *testing.T) {
 	}
 	if !strings.Contains(rr.log.String(), "the waiting stage was gone") {
 		t.Errorf("the runner's log does not say the stage was replaced:\n%s", rr.log.String())
+	}
+}
+
+// A runner that could not start its stage ahead (no pid free: a fork storm
+// beside it) starts one when the job comes, and the job runs.
+func TestStageNotStartedAheadIsStartedForTheJob(t *testing.T) {
+	rr := startRealRunner(t, nil, failFirstStageEnv+"=1")
+	rr.assign("stdio", "echo hi")
+	msgs := rr.end()
+	exit := msgs[len(msgs)-1]
+	if exit.Status != "exited" || exit.ExitCode == nil || *exit.ExitCode != 0 {
+		t.Fatalf("exit %+v (reason %q), want exited 0 in a stage started for the job", exit, exit.Reason)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rr.job, OutputFile)); strings.TrimSpace(string(b)) != "hi" {
+		t.Fatalf("output %q", b)
+	}
+	if !strings.Contains(rr.log.String(), "the job's stage was started when the job came") {
+		t.Errorf("the runner's log does not say so:\n%s", rr.log.String())
 	}
 }
