@@ -359,17 +359,24 @@ func TestDeadWaitingStageIsReplaced(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	rr.runsHi("the waiting stage was gone")
+}
+
+// runsHi hands the runner `echo hi` (stdio) and checks it ran to exit 0
+// with its output, the runner's log saying logged.
+func (rr *realRunner) runsHi(logged string) {
+	rr.t.Helper()
 	rr.assign("stdio", "echo hi")
 	msgs := rr.end()
 	exit := msgs[len(msgs)-1]
 	if exit.Status != "exited" || exit.ExitCode == nil || *exit.ExitCode != 0 {
-		t.Fatalf("exit %+v (reason %q), want exited 0 in a new stage", exit, exit.Reason)
+		rr.t.Fatalf("exit %+v (reason %q), want exited 0", exit, exit.Reason)
 	}
 	if b, _ := os.ReadFile(filepath.Join(rr.job, OutputFile)); strings.TrimSpace(string(b)) != "hi" {
-		t.Fatalf("output %q", b)
+		rr.t.Fatalf("output %q", b)
 	}
-	if !strings.Contains(rr.log.String(), "the waiting stage was gone") {
-		t.Errorf("the runner's log does not say the stage was replaced:\n%s", rr.log.String())
+	if !strings.Contains(rr.log.String(), logged) {
+		rr.t.Errorf("the runner's log does not say %q:\n%s", logged, rr.log.String())
 	}
 }
 
@@ -377,16 +384,5 @@ func TestDeadWaitingStageIsReplaced(t *testing.T) {
 // beside it) starts one when the job comes, and the job runs.
 func TestStageNotStartedAheadIsStartedForTheJob(t *testing.T) {
 	rr := startRealRunner(t, nil, failFirstStageEnv+"=1")
-	rr.assign("stdio", "echo hi")
-	msgs := rr.end()
-	exit := msgs[len(msgs)-1]
-	if exit.Status != "exited" || exit.ExitCode == nil || *exit.ExitCode != 0 {
-		t.Fatalf("exit %+v (reason %q), want exited 0 in a stage started for the job", exit, exit.Reason)
-	}
-	if b, _ := os.ReadFile(filepath.Join(rr.job, OutputFile)); strings.TrimSpace(string(b)) != "hi" {
-		t.Fatalf("output %q", b)
-	}
-	if !strings.Contains(rr.log.String(), "the job's stage was started when the job came") {
-		t.Errorf("the runner's log does not say so:\n%s", rr.log.String())
-	}
+	rr.runsHi("the job's stage was started when the job came")
 }
