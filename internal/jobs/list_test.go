@@ -253,12 +253,7 @@ func TestListFindsAJobEndedWhileTheRowsAreRead(t *testing.T) {
 // end's write finds its row (TestDeleteRules saw the job's status after a
 // forced delete).
 func TestDeleteWaitsForTheEndToBeRecorded(t *testing.T) {
-	s := newTestService(t)
-	s.runningDelay = time.Hour
-	j := addLive(t, s, "00000000000000d1")
-	code := 0
-	end := store.Exit{Status: store.StatusExited, ExitCode: &code, EndedAt: time.Now()}
-	j.setEnd(end) // answered from memory; the row still says starting
+	s, j, end := answeredNotRecorded(t, "00000000000000d1", store.StatusExited, "")
 	// It waits for the end's record, which does not come here: the bound
 	// only ends the wait.
 	bounded, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -283,12 +278,7 @@ func TestDeleteWaitsForTheEndToBeRecorded(t *testing.T) {
 // EndAll (a PID 1's stop) returns only once every job's end is in its row,
 // not when the end is answered from memory: the database closes after it.
 func TestEndAllWaitsForTheEndToBeRecorded(t *testing.T) {
-	s := newTestService(t)
-	s.runningDelay = time.Hour
-	j := addLive(t, s, "00000000000000d2")
-	code := 0
-	end := store.Exit{Status: store.StatusTerminated, ExitCode: &code, Reason: "terminate_requested", EndedAt: time.Now()}
-	j.setEnd(end) // answered from memory; the row still says starting
+	s, j, end := answeredNotRecorded(t, "00000000000000d2", store.StatusTerminated, "terminate_requested")
 	bounded, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := s.EndAll(bounded, time.Second); !errors.Is(err, context.DeadlineExceeded) {
@@ -309,4 +299,18 @@ func TestEndAllWaitsForTheEndToBeRecorded(t *testing.T) {
 	if err != nil || row.Status != store.StatusTerminated {
 		t.Fatalf("row after EndAll: %+v %v, want terminated", row, err)
 	}
+}
+
+// answeredNotRecorded is a service with one live job whose end (status,
+// reason, exit 0) is answered from memory while its row still says
+// starting: the moment between setEnd and finish's write.
+func answeredNotRecorded(t *testing.T, id, status, reason string) (*Service, *job, store.Exit) {
+	t.Helper()
+	s := newTestService(t)
+	s.runningDelay = time.Hour
+	j := addLive(t, s, id)
+	code := 0
+	end := store.Exit{Status: status, ExitCode: &code, Reason: reason, EndedAt: time.Now()}
+	j.setEnd(end)
+	return s, j, end
 }
