@@ -346,18 +346,19 @@ func TestDeadWaitingStageIsReplaced(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := syscall.Kill(stage, syscall.SIGKILL); err != nil {
+	// Killed through a pidfd, which then says when it has exited (its
+	// end of the socket is closed by then).
+	pfd, err := unix.PidfdOpen(stage, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Reaped by the runner: its /proc entry goes.
-	for {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", stage)); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stage %d not reaped", stage)
-		}
-		time.Sleep(10 * time.Millisecond)
+	defer unix.Close(pfd)
+	if err := unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	fds := []unix.PollFd{{Fd: int32(pfd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 10_000); err != nil || n != 1 {
+		t.Fatalf("stage %d did not exit after SIGKILL: %d %v", stage, n, err)
 	}
 	rr.runsHi("the waiting stage was gone")
 }
