@@ -280,6 +280,13 @@ type rulesetAttr struct {
 // that then execs the job. Network access is not handled (see
 // docs/security.md).
 func applyLandlock(cfg *JobConfig, cwdFD, homeFD int) (Applied, error) {
+	return buildDomain(cfg, cwdFD, homeFD, restrictThread)
+}
+
+// buildDomain makes cfg's ruleset and hands it to enforce: restrictThread
+// for a job, a no-op for the stage's rehearsal (rehearse), which so runs
+// every step of a job's domain but the last.
+func buildDomain(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) error) (Applied, error) {
 	var a Applied
 	abi, errata, err := detectABI()
 	if err != nil {
@@ -319,7 +326,7 @@ func applyLandlock(cfg *JobConfig, cwdFD, homeFD int) (Applied, error) {
 		}
 	}
 
-	if err := restrictThread(rulesetFD); err != nil {
+	if err := enforce(rulesetFD); err != nil {
 		return a, err
 	}
 
