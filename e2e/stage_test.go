@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shellctl/shellctl/internal/client"
 	"github.com/shellctl/shellctl/internal/runner"
 )
 
@@ -68,4 +69,53 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
+}
+
+// The server starts its runners with one P from their first instruction
+// (GOMAXPROCS=1 in their environment, which holds nothing else of the
+// server's but PATH), and no job sees that setting.
+func TestRunnersStartWithOnePJobsDoNotSeeIt(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	var environ []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for environ == nil {
+		for _, r := range childrenOf(s.cmd.Process.Pid) {
+			raw, err := os.ReadFile("/proc/" + strconv.Itoa(r) + "/cmdline")
+			if err != nil || !strings.Contains(string(raw), runner.PoolPlaceholder) {
+				continue
+			}
+			// A runner is not dumpable: its environment is for root (ptrace rights) only.
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(r) + "/environ")
+			if os.IsPermission(err) {
+				t.Skipf("cannot read a runner's environment as uid %d: %v", os.Getuid(), err)
+			}
+			if err == nil {
+				environ = env
+				break
+			}
+		}
+		if environ == nil && time.Now().After(deadline) {
+			t.Fatal("no warm runner within 30 s")
+		}
+		if environ == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var got []string
+	for _, kv := range strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00") {
+		if !strings.HasPrefix(kv, "GORACE=") { // race-detector builds (make test-race) pass it on
+			got = append(got, kv)
+		}
+	}
+	want := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=1"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("a warm runner's environment is %q, want %q", got, want)
+	}
+	res, out := s.runDone(t, client.RunRequest{Script: "env", Mode: "stdio"})
+	if code(res) != 0 {
+		t.Fatalf("env exited %d: %s", code(res), out)
+	}
+	if strings.Contains(out, "GOMAXPROCS") {
+		t.Fatalf("the job's environment has the runner's GOMAXPROCS:\n%s", out)
+	}
 }

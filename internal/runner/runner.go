@@ -258,31 +258,28 @@ func Main(args []string) int {
 // runtime spin up threads to look for work on it, run idle GC workers on
 // it, and the TLB shootdowns of every unmapping and of the exit then reach
 // each of those threads (with one P: about 2 ms less CPU per `echo hi`
-// job, all processes counted). The server starts runners with a fixed
-// environment (no GOMAXPROCS), so it is set here. A job that floods its
-// output gets the runtime's usual Ps back (busyOutput).
+// job, all processes counted). The server starts runners with
+// GOMAXPROCS=1 in their environment, so they have one P from their first
+// instruction; this covers a runner started without it. A job that floods
+// its output gets the runtime's usual Ps back (busyOutput).
 func tuneRuntime() {
-	if n := runtime.GOMAXPROCS(1); n > 1 {
-		usualProcs = n
-	}
+	runtime.GOMAXPROCS(1)
 }
 
-// usualProcs is the runtime's own choice of Ps, given back to a runner
-// whose job writes more than busyOutput: its terminal's pump and screen, or
-// its pipes' copies, then run side by side.
-var (
-	usualProcs     = 1
-	usualProcsOnce sync.Once
-)
+// usualProcsOnce gives a runner whose job writes more than busyOutput the
+// runtime's own choice of Ps (its default: the CPUs it may use, whatever
+// GOMAXPROCS its environment says): its terminal's pump and screen, or its
+// pipes' copies, then run side by side.
+var usualProcsOnce sync.Once
 
-// busyOutput is the output after which a runner gets usualProcs.
+// busyOutput is the output after which a runner gets the usual Ps.
 const busyOutput = 1 << 20
 
 // outputBusy gives the runner its usual Ps once its job's output passed
 // busyOutput.
 func outputBusy(size int64) {
-	if size > busyOutput && usualProcs > 1 {
-		usualProcsOnce.Do(func() { runtime.GOMAXPROCS(usualProcs) })
+	if size > busyOutput {
+		usualProcsOnce.Do(runtime.SetDefaultGOMAXPROCS)
 	}
 }
 
