@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"syscall"
 	"time"
@@ -80,14 +79,20 @@ var stageEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 // Stage is a started stage waiting for its job.
 type Stage struct {
 	// PID is the stage's process, which becomes the job's.
-	PID  int
-	sock *os.File
-	proc *os.Process // the handle of its start (a pidfd where the kernel has them)
+	PID   int
+	sock  *os.File
+	pidfd int // the handle of its start (-1 where the kernel gives none)
 }
 
 // StartStage starts a stage: exe (shellctl-stage, or the runner's binary) with StageArg,
 // with attr's process attributes (its process group, its cgroup). The
 // caller reaps it: it is the job's process from here on.
+//
+// Through syscall.ForkExec, not os/exec: a process's first os.StartProcess
+// first probes the kernel for pidfds by starting (and waiting for) a
+// process of its own, which cost a runner about 1 ms of its start on a
+// machine where a process is slow to make; ForkExec asks for the pidfd
+// with the stage itself.
 func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -103,26 +108,27 @@ func StartStage(exe string, attr *syscall.SysProcAttr) (*Stage, error) {
 		return nil, fmt.Errorf("make the stage's socketpair non-blocking: %w", err)
 	}
 	ours := os.NewFile(uintptr(fds[0]), "stage")
-	theirs := os.NewFile(uintptr(fds[1]), "stage-peer")
-	defer theirs.Close()
-	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	defer unix.Close(fds[1])
+	devNull, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("open %s for the stage: %w", os.DevNull, err)
 	}
-	defer devNull.Close()
-	cmd := &exec.Cmd{
-		Path: exe, Args: []string{"shellctl-stage", StageArg},
-		Env:   stageEnv,
-		Stdin: devNull, Stdout: devNull, Stderr: devNull,
-		ExtraFiles:  []*os.File{theirs},
-		SysProcAttr: attr,
-	}
-	if err := cmd.Start(); err != nil {
+	defer unix.Close(devNull)
+	sys := *attr // ours to change: the caller's stays as it was
+	pidfd := -1
+	sys.PidFD = &pidfd
+	pid, err := syscall.ForkExec(exe, []string{"shellctl-stage", StageArg}, &syscall.ProcAttr{
+		Env: stageEnv,
+		// Its socket is StageFD (3); stdin, stdout and stderr /dev/null.
+		Files: []uintptr{uintptr(devNull), uintptr(devNull), uintptr(devNull), uintptr(fds[1])},
+		Sys:   &sys,
+	})
+	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("start stage %s: %w", exe, err)
 	}
-	return &Stage{PID: cmd.Process.Pid, sock: ours, proc: cmd.Process}, nil
+	return &Stage{PID: pid, sock: ours, pidfd: pidfd}, nil
 }
 
 // Close lets a stage that was never assigned go (it exits on end of file).
@@ -135,11 +141,14 @@ func (s *Stage) Close() {
 
 // Kill ends a stage that was never assigned at once, through the handle
 // its start gave (a pidfd): a stage that already ended and was reaped is
-// not mistaken for whatever process got its pid since.
+// not mistaken for whatever process got its pid since. (Without a pidfd,
+// on kernels that have none, by its pid, as os.Process did.)
 func (s *Stage) Kill() {
-	if s.proc != nil {
-		_ = s.proc.Signal(syscall.SIGKILL)
+	if s.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
+		return
 	}
+	_ = unix.Kill(s.PID, unix.SIGKILL)
 }
 
 // Files are the descriptors a job starts with. Cwd and Home are open

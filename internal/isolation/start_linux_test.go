@@ -799,3 +799,38 @@ func TestNoneAppliedIsTheZeroApplied(t *testing.T) {
 		t.Fatalf("noneApplied = %s, want %s", noneApplied, b)
 	}
 }
+
+// Kill ends a stage that waits for its job through the handle its start
+// gave (a pidfd, asked for by StartStage itself, which leaves the
+// caller's attributes as they were); once the stage is reaped, Kill
+// signals nothing (ESRCH on the handle), whatever process has its pid.
+func TestStageKillByItsHandle(t *testing.T) {
+	requireLandlock(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := &syscall.SysProcAttr{}
+	stage, err := StartStage(exe, attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stage.Close()
+	if attr.PidFD != nil {
+		t.Fatal("StartStage changed the caller's SysProcAttr")
+	}
+	if stage.pidfd < 0 {
+		t.Fatal("the stage was started without a pidfd")
+	}
+	stage.Kill()
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(stage.PID, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the stage ended with %v, want SIGKILL", ws)
+	}
+	if err := unix.PidfdSendSignal(stage.pidfd, 0, nil, 0); err != unix.ESRCH {
+		t.Fatalf("the reaped stage's handle still reaches a process (%v)", err)
+	}
+}
