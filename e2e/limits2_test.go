@@ -164,6 +164,12 @@ func TestLimitNumbersMustBeFinite(t *testing.T) {
 	c := fxCtx(t, time.Minute)
 	running, _ := fxStart(t, s, "pty", "sleep 30", 0.1)
 	id := running.JobID
+	// Running before the refused requests come (a slow start, as of a
+	// race-detector build, can still be starting after the run's 0.1 s).
+	fxEventually(t, 30*time.Second, "the job to run", func() bool {
+		v, err := s.c.Status(c, id)
+		return err == nil && v.Status == "running"
+	})
 	type tc struct {
 		name, method, path, body, names string
 	}

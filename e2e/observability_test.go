@@ -285,6 +285,20 @@ func TestMetricsCountJobs(t *testing.T) {
 	if err != nil || long.Done {
 		t.Fatalf("run sleep: %+v %v", long, err)
 	}
+	// It runs 0.3 s more at least once its output is there: the run's
+	// timeout counts from the request, and a slow start (a race-detector
+	// build) took most of it.
+	for off := long.Offset; ; {
+		to := 0.3
+		w, err := s.c.Wait(ctx(t), long.JobID, client.WaitRequest{Offset: off, Timeout: &to})
+		if err != nil || w.Done {
+			t.Fatalf("wait for the sleeper: %+v %v", w, err)
+		}
+		if w.Offset == off && off > 0 {
+			break // 0.3 s with no new output, after its "started"
+		}
+		off = w.Offset
+	}
 	during, _ := s.scrape(t, s.URL+"/metrics", true)
 	if during["shellctl_jobs_running"] != 1 {
 		t.Errorf("shellctl_jobs_running %v while one job sleeps, want 1", during["shellctl_jobs_running"])
