@@ -307,6 +307,9 @@ func (r *runner) call(line string) string {
 	return r.next()
 }
 
+// waitReady waits for the script's ready file. Scripts make it with a
+// redirection (": > file"), not touch: a touch still exiting when the file
+// is seen would be counted as a process of the job.
 func (r *runner) waitReady() {
 	r.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -397,7 +400,7 @@ func TestLadderEndsWholeTree(t *testing.T) {
 		{
 			name: "child traps INT TERM HUP",
 			script: `trap '' INT TERM HUP
-sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; touch "$PT_READY"; while :; do sleep 1; done' &
+sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; : > "$PT_READY"; while :; do sleep 1; done' &
 echo $! >> "$PT_PIDS"; wait`,
 			grace: time.Second, minTime: 900 * time.Millisecond, maxTime: 2 * time.Second, minProcs: 2,
 		},
@@ -405,14 +408,14 @@ echo $! >> "$PT_PIDS"; wait`,
 			name: "setsid grandchild",
 			script: `setsid sleep 60 & echo $! >> "$PT_PIDS"
 setsid sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; exec sleep 60' &
-sleep 0.2; touch "$PT_READY"; wait`,
+sleep 0.2; : > "$PT_READY"; wait`,
 			grace: time.Second, maxTime: 2 * time.Second, minProcs: 2,
 		},
 		{
 			name: "double-forked daemon",
 			script: `(sleep 60 & echo $! >> "$PT_PIDS") &
 (setsid sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; exec sleep 60' &) &
-wait; sleep 0.2; touch "$PT_READY"; exec sleep 60`,
+wait; sleep 0.2; : > "$PT_READY"; exec sleep 60`,
 			grace: time.Second, maxTime: 2 * time.Second, minProcs: 2,
 		},
 		{
@@ -424,12 +427,12 @@ wait; sleep 0.2; touch "$PT_READY"; exec sleep 60`,
 			script: `for i in 1 2 3 4; do sleep 60 & echo $! >> "$PT_PIDS"; kill -STOP $!; done
 sh -c 'trap "exit 0" TERM; kill -STOP $$; while :; do sleep 0.1; done' & P=$!; echo $P >> "$PT_PIDS"
 until grep -q '^State:.*stopped' /proc/$P/status; do sleep 0.01; done
-touch "$PT_READY"; wait`,
+: > "$PT_READY"; wait`,
 			grace: 10 * time.Second, maxTime: 2 * time.Second, minProcs: 2,
 		},
 		{
 			name:   "plain sleep answers early",
-			script: `sleep 60 & echo $! >> "$PT_PIDS"; touch "$PT_READY"; wait`,
+			script: `sleep 60 & echo $! >> "$PT_PIDS"; : > "$PT_READY"; wait`,
 			grace:  10 * time.Second, maxTime: time.Second, minProcs: 1,
 		},
 	}
@@ -491,7 +494,7 @@ func TestNohupChildCountedAfterMainExit(t *testing.T) {
 	for _, kind := range kinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			r := startRunner(t, kind, `nohup sleep 60 >/dev/null 2>&1 & echo $! >> "$PT_PIDS"; touch "$PT_READY"`)
+			r := startRunner(t, kind, `nohup sleep 60 >/dev/null 2>&1 & echo $! >> "$PT_PIDS"; : > "$PT_READY"`)
 			r.waitReady()
 			if l := r.call("waitmain"); l != "mainexited" {
 				t.Fatalf("waitmain: %s", l)
@@ -526,7 +529,7 @@ func TestExemptChildIsNotTheJob(t *testing.T) {
 	for _, kind := range kinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			r := startRunner(t, kind, `sleep 60 & echo $! >> "$PT_PIDS"; touch "$PT_READY"; wait`)
+			r := startRunner(t, kind, `sleep 60 & echo $! >> "$PT_PIDS"; : > "$PT_READY"; wait`)
 			r.waitReady()
 			l := r.call("exempt")
 			var epid int
@@ -559,7 +562,7 @@ func TestExemptChildIsNotTheJob(t *testing.T) {
 // A script can fork before the runner gets to Add; those children must end
 // up in the group as well.
 func TestAddMovesChildrenForkedBeforeAdd(t *testing.T) {
-	r := startRunner(t, KindCgroup2, `sleep 60 & echo $! >> "$PT_PIDS"; (sleep 60 &); touch "$PT_READY"; wait`, "PT_ADD_DELAY_MS=300", "PT_ADD_AFTER_START=1")
+	r := startRunner(t, KindCgroup2, `sleep 60 & echo $! >> "$PT_PIDS"; (sleep 60 &); : > "$PT_READY"; wait`, "PT_ADD_DELAY_MS=300", "PT_ADD_AFTER_START=1")
 	r.waitReady()
 	pids := r.pids()
 	for _, p := range r.scriptPids() {
@@ -576,7 +579,7 @@ func TestAddMovesChildrenForkedBeforeAdd(t *testing.T) {
 }
 
 func TestOpenCgroupFDStartsInsideGroup(t *testing.T) {
-	r := startRunner(t, KindCgroup2, `sleep 60 & echo $! >> "$PT_PIDS"; touch "$PT_READY"; wait`, "PT_CGROUPFD=1")
+	r := startRunner(t, KindCgroup2, `sleep 60 & echo $! >> "$PT_PIDS"; : > "$PT_READY"; wait`, "PT_CGROUPFD=1")
 	r.waitReady()
 	for _, p := range append(r.scriptPids(), r.pid) {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
@@ -594,7 +597,7 @@ func TestOpenCgroupFDStartsInsideGroup(t *testing.T) {
 }
 
 func TestOOMKilledRecorded(t *testing.T) {
-	r := startRunner(t, KindCgroup2, `touch "$PT_READY"; exec dd if=/dev/zero of=/dev/null bs=256M count=1`, "PT_MEMORY_MAX=33554432")
+	r := startRunner(t, KindCgroup2, `: > "$PT_READY"; exec dd if=/dev/zero of=/dev/null bs=256M count=1`, "PT_MEMORY_MAX=33554432")
 	if !r.info.MemoryLimitApplied {
 		t.Skipf("memory limit not available: %s", r.info.Why)
 	}
@@ -608,7 +611,7 @@ func TestOOMKilledRecorded(t *testing.T) {
 
 // Limits are applied when the v2 controllers allow it, and Info says why not.
 func TestLimitsAppliedOrExplained(t *testing.T) {
-	r := startRunner(t, KindCgroup2, `touch "$PT_READY"; exec sleep 60`, "PT_MEMORY_MAX=67108864", "PT_PIDS_MAX=64")
+	r := startRunner(t, KindCgroup2, `: > "$PT_READY"; exec sleep 60`, "PT_MEMORY_MAX=67108864", "PT_PIDS_MAX=64")
 	t.Logf("info: %+v", r.info)
 	for _, l := range []struct {
 		applied bool
