@@ -1,5 +1,7 @@
 package isolation
 
+import "golang.org/x/sys/unix"
+
 // rehearsal is the job a stage rehearses while it waits (rehearse): the
 // default lists, a script and a terminal that exist on every system, and
 // an environment with a PATH to look the shell up in.
@@ -40,4 +42,24 @@ func rehearse() (Applied, error) {
 		err = lerr
 	}
 	return a, err
+}
+
+// rehearseUnlessAsked rehearses (rehearse) unless the job is already
+// waiting on sock: a stage started when its job came (none was ready, or
+// --warm-runners 0) has nothing to gain from paying first-time costs
+// twice. It reports whether it rehearsed.
+func rehearseUnlessAsked(sock int) bool {
+	pfd := []unix.PollFd{{Fd: int32(sock), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == nil && n > 0 {
+			return false // the request (or the runner's end) is there
+		}
+		break
+	}
+	_, _ = rehearse()
+	return true
 }

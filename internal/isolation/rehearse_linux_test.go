@@ -71,3 +71,25 @@ func openFDs(t *testing.T) []string {
 	}
 	return open
 }
+
+// A stage whose job is already waiting (started when the job came) does
+// not rehearse; one that waits for its job does.
+func TestRehearsalOnlyWhileWaiting(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	runtime.LockOSThread() // as the stage: a rehearsal's thread stays unconfined
+	defer runtime.UnlockOSThread()
+	if !rehearseUnlessAsked(fds[1]) {
+		t.Fatal("a stage with nothing to read did not rehearse")
+	}
+	if _, err := unix.Write(fds[0], []byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	if rehearseUnlessAsked(fds[1]) {
+		t.Fatal("a stage whose job was already waiting rehearsed")
+	}
+}

@@ -359,7 +359,7 @@ func StageMain() int {
 	if _, err := unix.FcntlInt(uintptr(sock), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		return ExitSetupFailed
 	}
-	_, _ = rehearse() // off the job's path: see rehearse
+	rehearseUnlessAsked(sock) // off the job's path: see rehearse
 	req, fds, err := readStageRequest(sock)
 	if err != nil {
 		var pe *StageProtocolError
