@@ -162,14 +162,15 @@ func TestInputToFinishedJob(t *testing.T) {
 func TestLimitNumbersMustBeFinite(t *testing.T) {
 	s := startServer(t, serverOpts{})
 	c := fxCtx(t, time.Minute)
-	running, _ := fxStart(t, s, "pty", "sleep 30", 0.1)
+	// Running before the refused requests come: the run answers once the
+	// job's first output went idle, and a job with output runs (a slow
+	// start, as of a race-detector build, could still be starting after a
+	// fixed wait).
+	running, err := s.c.Run(c, client.RunRequest{Script: "echo up; exec sleep 30", Mode: "pty", Cwd: fxJobDir(t), Timeout: 30, IdleFlushSeconds: 0.05})
+	if err != nil || running.Status != "running" || running.Output != "up\r\n" && running.Output != "up\n" {
+		t.Fatalf("run: %+v %v, want running with its output", running, err)
+	}
 	id := running.JobID
-	// Running before the refused requests come (a slow start, as of a
-	// race-detector build, can still be starting after the run's 0.1 s).
-	fxEventually(t, 30*time.Second, "the job to run", func() bool {
-		v, err := s.c.Status(c, id)
-		return err == nil && v.Status == "running"
-	})
 	type tc struct {
 		name, method, path, body, names string
 	}
