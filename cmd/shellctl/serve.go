@@ -185,6 +185,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.RunnerPath, "runner", "", "path of shellctl-runner (default: beside this binary)")
 	f.IntVar(&cfg.WarmRunners, "warm-runners", cfg.WarmRunners, "runners kept started and waiting for the next jobs (0 = start one per job)")
 	f.BoolVar(&cfg.DisableCgroup, "no-cgroup", false, "track job processes without a cgroup (as child subreaper only)")
+	f.StringVar(&cfg.JobStart, "job-start", "direct", "how a runner starts its job: direct (its own child becomes the job; linux/amd64, elsewhere as stage) or stage (through a shellctl-stage process)")
 	f.Var(sizeFlag{&cfg.MaxRequestBytes}, "max-request-bytes", "largest run or input body, e.g. 64MiB (other bodies: 64KiB)")
 	f.Var(sizeFlag{&cfg.MaxBodyMemory}, "max-body-memory", "memory that large request bodies may hold at once; more wait, then 503")
 	f.Var(durationFlag{&cfg.HeaderReadTimeout}, "header-read-timeout", "a request's headers must arrive within this (0 = no limit)")

@@ -613,10 +613,30 @@ func TestStagePathnameUnixSocket(t *testing.T) {
 	t.Logf("ABI %d: a confined job CAN connect to pathname unix sockets outside its rules", abi)
 }
 
-// startJob starts cfg's job as the runner does: a stage (this test binary
-// with StageArg) started first, then handed the job.
+// testJobStartEnv chooses how startJob starts a job: "stage" or "direct".
+// Unset, it is the runner's own choice (direct where this build has it);
+// TestStartsTheOtherWay runs the tests again the other way.
+const testJobStartEnv = "SHELLCTL_TEST_JOB_START"
+
+// testDirect reports whether startJob starts jobs directly.
+func testDirect() bool {
+	switch os.Getenv(testJobStartEnv) {
+	case "stage":
+		return false
+	case "direct":
+		return true
+	}
+	return DirectSupported
+}
+
+// startJob starts cfg's job as the runner does: directly (Direct), or
+// through a stage (this test binary with StageArg) started first, then
+// handed the job.
 func startJob(tb testing.TB, cfg *JobConfig, stdio [3]*os.File) Started {
 	tb.Helper()
+	if testDirect() {
+		return Direct(cfg, Files{Stdio: stdio}, false, -1)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
@@ -832,5 +852,43 @@ func TestStageKillByItsHandle(t *testing.T) {
 	}
 	if err := unix.PidfdSendSignal(stage.pidfd, 0, nil, 0); err != unix.ESRCH {
 		t.Fatalf("the reaped stage's handle still reaches a process (%v)", err)
+	}
+}
+
+// TestStartsTheOtherWay runs every test that starts jobs through
+// startJob again, started the way this run did not: through a stage when
+// jobs start directly, and the other way round where both exist. Both
+// ways ship (the stage on other architectures and with --job-start
+// stage), and each must hold every wall.
+func TestStartsTheOtherWay(t *testing.T) {
+	if os.Getenv(testJobStartEnv) != "" {
+		t.Skip("this run already chose its way")
+	}
+	if !DirectSupported {
+		t.Skip("jobs start only through a stage in this build")
+	}
+	other := "stage"
+	if !testDirect() {
+		other = "direct"
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []string{"TestStageConfinesJob", "TestStageShellAndPathLookup", "TestStageJobEnvCannotChangePolicy",
+		"TestStageServerDisablesIsolation", "TestStageForceFailIsFailClosed", "TestStageBadConfigFailsClosed",
+		"TestStageExecErrors", "TestStageCreatesHome", "TestStageEnvIsExactlyConfigEnv", "TestStageRecordsApplied",
+		"TestStageAllowsOwnTTYOnly", "TestStageSignalScoping", "TestStageAbstractSocketScoping",
+		"TestStagePathnameUnixSocket", "TestJobCannotReachItsParent", "TestStageSettingsStayOutOfTheJob"}
+	cmd := exec.Command(exe, "-test.run=^("+strings.Join(tests, "|")+")$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), testJobStartEnv+"="+other)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("started through %s: %v\n%s", other, err, out)
+	}
+	for _, name := range tests {
+		if !bytes.Contains(out, []byte("--- PASS: "+name+" ")) && !bytes.Contains(out, []byte("--- SKIP: "+name+" ")) {
+			t.Errorf("started through %s: %s did not run\n%s", other, name, out)
+		}
 	}
 }

@@ -34,6 +34,16 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) Started {
 	return Started{Code: ExitSetupFailed, Err: err, Applied: string(b)}
 }
 
+// DirectSupported: jobs start only on Linux.
+const DirectSupported = false
+
+// Direct refuses, as StartStage does.
+func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) Started {
+	err := errors.New("confining a job needs Linux")
+	b, _ := json.Marshal(Applied{Error: err.Error()})
+	return Started{Code: ExitSetupFailed, Err: err, Applied: string(b)}
+}
+
 // Close does nothing.
 func (s *Stage) Close() {}
 

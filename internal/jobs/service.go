@@ -58,6 +58,10 @@ type Config struct {
 	MemoryMax      int64
 	PidsMax        int64
 	DisableCgroup  bool
+	// JobStartStage makes runners start every job through a stage
+	// process, even where they could start it directly
+	// (runner.JobStartEnv).
+	JobStartStage bool
 
 	// WarmRunners is how many runners wait, started, for the next jobs
 	// (0: every job starts its runner itself).
@@ -808,6 +812,9 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=1"}
 	// The race detector's options (race-detector builds, tests only):
 	// passed on so a runner built with it leaves as soon as it is done.
+	if s.cfg.JobStartStage {
+		cmd.Env = append(cmd.Env, runner.JobStartEnv+"="+runner.JobStartStage)
+	}
 	if v := os.Getenv("GORACE"); v != "" {
 		cmd.Env = append(cmd.Env, "GORACE="+v)
 	}

@@ -86,6 +86,7 @@ type Runner struct {
 	tracker      proctree.Tracker // set under rmu (the reaper reads it)
 	cgroupPath   string           // the job's cgroup directory, when it has one
 	cgroupFD     int              // the job's cgroup directory, open for clone into it (-1: none)
+	direct       bool             // the job starts as a child of ours, with no stage (launchDirect)
 	stageLater   bool             // prestart failed only to start the stage: it is tried again for the job
 	launchReason string           // why a job that never started ended
 	stage        *isolation.Stage // the process that becomes the job (prestart)
@@ -199,6 +200,7 @@ func Main(args []string) int {
 		early:     map[int]unix.WaitStatus{},
 		mainState: make(chan unix.WaitStatus, 1),
 		cgroupFD:  -1,
+		direct:    startsDirectly(),
 	}
 	// SIGCHLD must be watched before the first child exists.
 	sigCh := make(chan os.Signal, 16)
@@ -338,11 +340,28 @@ func (r *Runner) prestart(opts proctree.Options) error {
 	if err := r.openTerminal(); err != nil {
 		return err
 	}
+	if r.direct {
+		return nil // the job's process is made when the job comes (launchDirect)
+	}
 	if err := r.startStage(); err != nil {
 		r.stageLater = true // all else is ready: the stage is tried again for the job
 		return fmt.Errorf("start the job's stage: %w", err)
 	}
 	return nil
+}
+
+// JobStartEnv, in a runner's environment, says how it starts its job:
+// JobStartStage through a stage process; anything else (unset) directly
+// where the build can (isolation.DirectSupported), through a stage
+// elsewhere. shellctl serve --job-start sets it.
+const (
+	JobStartEnv   = "SHELLCTL_JOB_START"
+	JobStartStage = "stage"
+)
+
+// startsDirectly reports whether this runner starts its job directly.
+func startsDirectly() bool {
+	return isolation.DirectSupported && os.Getenv(JobStartEnv) != JobStartStage
 }
 
 // awaitAssign waits on the control channel for the job to run.

@@ -503,6 +503,9 @@ func copyStdout(w *outWriter, src *os.File) error {
 // start, and nothing was reported for it.
 func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) (isolation.Started, error) {
 	files := isolation.Files{Stdio: stdio, Cwd: r.cwdHandle, Home: r.homeHandle}
+	if r.direct {
+		return r.launchDirect(cfg, files, tty)
+	}
 	st := r.stage.Assign(&cfg, files, tty)
 	if errors.Is(st.Err, isolation.ErrStageGone) {
 		// The stage made ahead died while it waited (a fork storm beside
@@ -517,6 +520,38 @@ func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) (i
 	if err := r.stageFailure(st); err != nil {
 		r.log.Error("job did not start", "err", err)
 		return st, err
+	}
+	r.setMainPID(st.PID)
+	r.mu.Lock()
+	r.pid = st.PID
+	r.startedAt = time.Now()
+	r.mu.Unlock()
+	if st.Err != nil {
+		reason := ReasonSetupFailed
+		if st.Code != isolation.ExitSetupFailed {
+			reason = ReasonExecFailed
+		}
+		r.log.Warn("job did not start", "err", st.Err)
+		r.launchReason = reason + ": " + st.Err.Error()
+	}
+	return st, nil
+}
+
+// launchDirect starts the job as a child of the runner that becomes it
+// (isolation.Direct: no stage process), born in the job's cgroup when
+// there is one. As with a stage, a job that could not start has said why
+// in its output and exits with the code that says what failed.
+func (r *Runner) launchDirect(cfg isolation.JobConfig, files isolation.Files, tty bool) (isolation.Started, error) {
+	st := isolation.Direct(&cfg, files, tty, r.cgroupFD)
+	if st.PID == 0 {
+		// No process was made (no pid was free: a fork storm beside it).
+		r.log.Error("job did not start", "err", st.Err)
+		return st, fmt.Errorf("start the job: %w", st.Err)
+	}
+	if r.cgroupFD < 0 {
+		if err := r.tracker.Add(st.PID); err != nil {
+			r.log.Warn("track job process", "pid", st.PID, "err", err)
+		}
 	}
 	r.setMainPID(st.PID)
 	r.mu.Lock()

@@ -57,6 +57,10 @@ func stageForTest() int {
 	return isolation.ExitSetupFailed
 }
 
+// throughStage, in a test runner's environment, makes it start its job
+// through a stage process (the tests of the stage's own failures).
+const throughStage = JobStartEnv + "=" + JobStartStage
+
 // realRunner is a runner started as the server starts one (its own
 // session, its channel as fd 3), from a copy of this test binary in its
 // own directory (so what lies beside it is the test's to choose).
@@ -246,7 +250,7 @@ func TestStageOfAnotherBuildIsAStartFailure(t *testing.T) {
 					if err := os.WriteFile(filepath.Join(dir, fakeStageFile), []byte(c.how), 0o600); err != nil {
 						t.Fatal(err)
 					}
-				})
+				}, throughStage)
 				marker := filepath.Join(rr.job, "ran")
 				rr.assign(mode, "echo hi; : > "+marker)
 				exit := startFailed(t, rr.end(), marker, append(c.want, stage)...)
@@ -262,9 +266,10 @@ func TestStageOfAnotherBuildIsAStartFailure(t *testing.T) {
 // The runner's own stage (no fake beside it) starts the job: the tests
 // above fail for what they set up, not for how the runner is started.
 func TestRealRunnerRunsAJob(t *testing.T) {
-	for _, mode := range []string{"pty", "stdio"} {
-		t.Run(mode, func(t *testing.T) {
-			rr := startRealRunner(t, nil)
+	for _, c := range []struct{ mode, start string }{{"pty", "direct"}, {"stdio", "direct"}, {"pty", JobStartStage}, {"stdio", JobStartStage}} {
+		mode := c.mode
+		t.Run(mode+"/"+c.start, func(t *testing.T) {
+			rr := startRealRunner(t, nil, JobStartEnv+"="+c.start)
 			rr.assign(mode, "echo hi")
 			msgs := rr.end()
 			running := false
@@ -320,7 +325,7 @@ func TestRunnerWritesThroughTheFilesMadeAhead(t *testing.T) {
 // runtime no thread) is replaced when the job comes: the job runs, in a
 // stage started for it, instead of failing to be handed over.
 func TestDeadWaitingStageIsReplaced(t *testing.T) {
-	rr := startRealRunner(t, nil)
+	rr := startRealRunner(t, nil, throughStage)
 	runner := rr.cmd.Process.Pid
 	// The stage is the runner's child; its start is not announced, so it
 	// is looked for.
@@ -388,6 +393,6 @@ func (rr *realRunner) runsHi(logged string) {
 // A runner that could not start its stage ahead (no pid free: a fork storm
 // beside it) starts one when the job comes, and the job runs.
 func TestStageNotStartedAheadIsStartedForTheJob(t *testing.T) {
-	rr := startRealRunner(t, nil, failFirstStageEnv+"=1")
+	rr := startRealRunner(t, nil, failFirstStageEnv+"=1", throughStage)
 	rr.runsHi("the job's stage was started when the job came")
 }

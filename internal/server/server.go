@@ -59,6 +59,10 @@ type Config struct {
 	InheritEnv     string // "all" or "none"
 	WorkspaceRoot  string
 	DisableCgroup  bool
+	// JobStart is how runners start jobs: "direct" (a child of the runner
+	// becomes the job, where the build can; else through a stage) or
+	// "stage" (always through a stage process). "" is "direct".
+	JobStart string
 
 	MaxRequestBytes   int64         // run and input bodies
 	MaxBodyMemory     int64         // bytes large bodies may hold at once
@@ -108,6 +112,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	snapTimeout, err := snapshot.TimeoutFromEnv(cfg.Getenv)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.JobStart != "" && cfg.JobStart != "direct" && cfg.JobStart != "stage" {
+		return nil, fmt.Errorf("--job-start %q is not one of direct, stage", cfg.JobStart)
 	}
 	if cfg.InheritEnv != "all" && cfg.InheritEnv != "none" {
 		return nil, fmt.Errorf("--inherit-env %q is not one of all, none", cfg.InheritEnv)
@@ -185,6 +192,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		MemoryMax:          cfg.JobMemoryMax,
 		PidsMax:            cfg.JobPidsMax,
 		DisableCgroup:      cfg.DisableCgroup,
+		JobStartStage:      cfg.JobStart == "stage",
 		GCInterval:         cfg.GCInterval,
 		GCRetention:        cfg.GCRetention,
 		Logger:             log,

@@ -1,0 +1,94 @@
+//go:build linux && amd64
+
+package isolation
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The child the runner clones is the job: the process that runs the job's
+// program is the one Direct reports (no fork between them, so no other
+// process ever holds the domain), it leads a session of its own (stdio),
+// and it starts with nothing of the runner but its three descriptors: no
+// other descriptor, no signal blocked or ignored.
+func TestDirectIsTheJob(t *testing.T) {
+	requireLandlock(t)
+	// A descriptor of ours that is not close-on-exec must not reach it.
+	leak, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	if _, err := fcntlClearCloexec(leak); err != nil {
+		t.Fatal(err)
+	}
+	run := func(argv ...string) (int, string) {
+		t.Helper()
+		l := newJobLayout(t)
+		l.writeScript(t, "true\n")
+		cfg := l.config(nil)
+		cfg.Argv = argv
+		outR, outW, _ := os.Pipe()
+		devNull, _ := os.Open(os.DevNull)
+		defer devNull.Close()
+		st := Direct(&cfg, Files{Stdio: [3]*os.File{devNull, outW, outW}}, false, -1)
+		outW.Close()
+		out, _ := io.ReadAll(outR)
+		if st.PID == 0 {
+			t.Fatalf("no process: %v", st.Err)
+		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(st.PID, &ws, 0, nil)
+		if st.Err != nil || ws.ExitStatus() != 0 {
+			t.Fatalf("start: %v, exit %d: %s", st.Err, ws.ExitStatus(), out)
+		}
+		if a, err := st.DecodeApplied(); err != nil || !a.Enabled {
+			t.Errorf("applied %+v, %v: want a domain", a, err)
+		}
+		return st.PID, string(out)
+	}
+	// Its process (the pid the program itself reads), the leader of a
+	// session of its own.
+	pid, out := run("/bin/cut", "-d", " ", "-f", "1,6", "/proc/self/stat")
+	if want := fmt.Sprintf("%d %d", pid, pid); strings.TrimSpace(out) != want {
+		t.Errorf("pid and session: %q, want %q", strings.TrimSpace(out), want)
+	}
+	// Its descriptors: 0, 1, 2, and the one ls opens to list them.
+	_, out = run("/bin/ls", "/proc/self/fd")
+	if fds := strings.Fields(out); len(fds) != 4 || fds[0] != "0" || fds[1] != "1" || fds[2] != "2" || fds[3] != "3" {
+		t.Errorf("the job's descriptors: %q, want 0 1 2 and ls's own", fds)
+	}
+	// Its output is blocking, though the pipe was made non-blocking (as
+	// os.Pipe makes it, for the runtime's poller).
+	_, out = run("/bin/grep", "^flags:", "/proc/self/fdinfo/1")
+	var flags int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "flags: %o", &flags); err != nil || flags&syscall.O_NONBLOCK != 0 {
+		t.Errorf("the job's stdout: %q (%v): want it blocking", out, err)
+	}
+	// No signal blocked or ignored; no_new_privs set.
+	_, out = run("/bin/grep", "-E", "^(SigBlk|SigIgn|NoNewPrivs):", "/proc/self/status")
+	kv := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		kv[k] = strings.TrimSpace(v)
+	}
+	checkKV(t, kv, map[string]string{"SigBlk": "0000000000000000", "SigIgn": "0000000000000000", "NoNewPrivs": "1"})
+}
+
+// fcntlClearCloexec makes f's descriptor inheritable across exec.
+func fcntlClearCloexec(f *os.File) (int, error) {
+	fd, err := rawFD(f)
+	if err != nil {
+		return 0, err
+	}
+	_, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFD, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return fd, nil
+}
