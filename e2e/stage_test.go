@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -9,14 +10,16 @@ import (
 	"time"
 
 	"github.com/shellctl/shellctl/internal/client"
+	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/runner"
 )
 
-// A warm runner's stage is shellctl-stage, the binary beside the runner's
-// (started by a handle to it), not the runner's own binary again: its
-// start pays none of the runner's package initialisation.
+// With --job-start stage, a warm runner's stage is shellctl-stage, the
+// binary beside the runner's (started by a handle to it), not the
+// runner's own binary again: its start pays none of the runner's package
+// initialisation.
 func TestStageIsItsOwnBinary(t *testing.T) {
-	s := startServer(t, serverOpts{})
+	s := startServer(t, serverOpts{args: []string{"--job-start", "stage"}})
 	want := filepath.Join(binDir, runner.StageBinary)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -34,6 +37,54 @@ func TestStageIsItsOwnBinary(t *testing.T) {
 			t.Fatal("no warm runner with a stage that exec'd within 30 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// By default (linux/amd64) no stage is started at all: a warm runner has
+// no child while it waits, and its job is its own child, confined.
+func TestDirectStartHasNoStage(t *testing.T) {
+	if !isolation.DirectSupported {
+		t.Skip("this build starts every job through a stage")
+	}
+	s := startServer(t, serverOpts{})
+	res, out := s.runDone(t, client.RunRequest{Script: "grep NoNewPrivs /proc/$$/status", Mode: "stdio"})
+	if code(res) != 0 || !strings.Contains(out, "NoNewPrivs:\t1") {
+		t.Errorf("the job: exit %d, %q: want it run with no_new_privs", code(res), out)
+	}
+	// Every warm runner, once started, waits with no child.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		warm, withChild := 0, 0
+		for _, r := range childrenOf(s.cmd.Process.Pid) {
+			raw, err := os.ReadFile("/proc/" + strconv.Itoa(r) + "/cmdline")
+			if err != nil || !strings.Contains(string(raw), runner.PoolPlaceholder) {
+				continue
+			}
+			warm++
+			if len(childrenOf(r)) > 0 {
+				withChild++
+			}
+		}
+		if warm > 0 && withChild == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %d warm runners, %d of them with a child (a stage)", warm, withChild)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := warmStages(s.cmd.Process.Pid); len(got) != 0 {
+		t.Errorf("warm stages %v: want none", got)
+	}
+}
+
+// An unknown --job-start is refused before anything starts, naming the
+// value and the choices.
+func TestJobStartFlagIsChecked(t *testing.T) {
+	out, err := exec.Command(filepath.Join(binDir, "shellctl"), "serve", "--listen", "127.0.0.1:0",
+		"--state-dir", filepath.Join(t.TempDir(), "state"), "--job-start", "fork").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `--job-start "fork" is not one of direct, stage`) {
+		t.Fatalf("serve --job-start fork: %v\n%s", err, out)
 	}
 }
 

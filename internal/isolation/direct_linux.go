@@ -86,7 +86,8 @@ type childPlan struct {
 	argv, envv            **byte
 	busyTries             int
 	busyPause             syscall.Timespec
-	noSignals             uint64 // the empty signal set
+	noSignals             uint64          // the empty signal set
+	dfl                   kernelSigaction // SIG_DFL, no flags, empty mask
 }
 
 // cloneArgs is struct clone_args up to its cgroup field (clone3(2)).
@@ -438,8 +439,17 @@ func childMain(p *childPlan) {
 	}
 	// Signal handlers back to their defaults, then no signal blocked: the
 	// job starts with none (a signal that comes now takes its default
-	// action on the job-to-be).
+	// action on the job-to-be). The child's handlers are its own (a clone
+	// without CLONE_SIGHAND): the runner's stay as they are.
 	runtimeAfterForkInChild()
+	// And every other signal, one ignored since whoever started us
+	// included (an ignored signal stays ignored across execve): the job
+	// starts with every disposition at its default, as from a stage.
+	for sig := uintptr(1); sig <= 64; sig++ {
+		if sig != uintptr(unix.SIGKILL) && sig != uintptr(unix.SIGSTOP) {
+			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&p.dfl)), 0, 8, 0, 0)
+		}
+	}
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&p.noSignals)), 0, 8, 0, 0)
 	for i := 0; ; i++ {
 		_, _, e = syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(p.prog)), uintptr(unsafe.Pointer(p.argv)), uintptr(unsafe.Pointer(p.envv)))

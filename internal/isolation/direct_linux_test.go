@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,10 @@ func TestDirectIsTheJob(t *testing.T) {
 	if _, err := fcntlClearCloexec(leak); err != nil {
 		t.Fatal(err)
 	}
+	// A signal ignored by whoever started us must not stay ignored in the
+	// job (an ignored signal survives execve).
+	signal.Ignore(syscall.SIGUSR2)
+	defer signal.Reset(syscall.SIGUSR2)
 	run := func(argv ...string) (int, string) {
 		t.Helper()
 		l := newJobLayout(t)
