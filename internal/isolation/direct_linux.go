@@ -282,37 +282,36 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 	return st
 }
 
+// stepWhat says what each step of the child does, for its failure.
+var stepWhat = [...]string{
+	stepDup:        "set up the job's descriptors",
+	stepGroup:      "make the job's process group",
+	stepForeground: "put the job in its terminal's foreground",
+	stepSession:    "make the job's session",
+	stepCloexec:    "mark the runner's descriptors close-on-exec",
+	stepNoNewPrivs: "apply Landlock filesystem isolation: prctl(PR_SET_NO_NEW_PRIVS)",
+	stepRestrict:   "apply Landlock filesystem isolation: landlock_restrict_self",
+}
+
 // stepFailure is the code and error of a child that reported step failed
 // with e.
 func stepFailure(cfg *JobConfig, prog string, step int, e syscall.Errno, early error, earlyCode int) (int, error) {
-	switch step {
-	case stepEarly:
+	switch {
+	case step == stepEarly:
 		if early == nil {
 			return ExitSetupFailed, errors.New("the job's start failed early with no reason kept")
 		}
 		return earlyCode, early
-	case stepDup:
-		return ExitSetupFailed, fmt.Errorf("set up the job's descriptors: %w", e)
-	case stepGroup:
-		return ExitSetupFailed, fmt.Errorf("make the job's process group: %w", e)
-	case stepForeground:
-		return ExitSetupFailed, fmt.Errorf("put the job in its terminal's foreground: %w", e)
-	case stepSession:
-		return ExitSetupFailed, fmt.Errorf("make the job's session: %w", e)
-	case stepChdir:
+	case step == stepChdir:
 		return ExitSetupFailed, fmt.Errorf("change to cwd %s: %w", cfg.Cwd, e)
-	case stepCloexec:
-		return ExitSetupFailed, fmt.Errorf("mark the runner's descriptors close-on-exec: %w", e)
-	case stepNoNewPrivs:
-		return ExitSetupFailed, fmt.Errorf("apply Landlock filesystem isolation: prctl(PR_SET_NO_NEW_PRIVS): %w", e)
-	case stepRestrict:
-		return ExitSetupFailed, fmt.Errorf("apply Landlock filesystem isolation: landlock_restrict_self: %w", e)
-	case stepExec:
+	case step == stepExec:
 		code := ExitCannotExec
 		if e == syscall.ENOENT {
 			code = ExitNotFound
 		}
 		return code, fmt.Errorf("exec %s: %w", prog, e)
+	case step > 0 && step < len(stepWhat) && stepWhat[step] != "":
+		return ExitSetupFailed, fmt.Errorf("%s: %w", stepWhat[step], e)
 	}
 	return ExitSetupFailed, fmt.Errorf("the job's start failed at an unknown step %d: %w", step, e)
 }

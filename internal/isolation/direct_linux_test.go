@@ -97,3 +97,34 @@ func fcntlClearCloexec(f *os.File) (int, error) {
 	}
 	return fd, nil
 }
+
+// Each step the child reports turns into the code and reason a stage
+// gives for the same failure.
+func TestDirectStepFailures(t *testing.T) {
+	cfg := &JobConfig{Cwd: "/work"}
+	early := fmt.Errorf("early reason")
+	for _, c := range []struct {
+		step int
+		e    syscall.Errno
+		code int
+		msg  string
+	}{
+		{stepEarly, 0, ExitNotFound, "early reason"},
+		{stepDup, syscall.EBADF, ExitSetupFailed, "set up the job's descriptors: bad file descriptor"},
+		{stepGroup, syscall.EPERM, ExitSetupFailed, "make the job's process group: operation not permitted"},
+		{stepForeground, syscall.ENOTTY, ExitSetupFailed, "put the job in its terminal's foreground: inappropriate ioctl for device"},
+		{stepSession, syscall.EPERM, ExitSetupFailed, "make the job's session: operation not permitted"},
+		{stepChdir, syscall.ENOENT, ExitSetupFailed, "change to cwd /work: no such file or directory"},
+		{stepCloexec, syscall.ENOSYS, ExitSetupFailed, "mark the runner's descriptors close-on-exec: function not implemented"},
+		{stepNoNewPrivs, syscall.EINVAL, ExitSetupFailed, "apply Landlock filesystem isolation: prctl(PR_SET_NO_NEW_PRIVS): invalid argument"},
+		{stepRestrict, syscall.EPERM, ExitSetupFailed, "apply Landlock filesystem isolation: landlock_restrict_self: operation not permitted"},
+		{stepExec, syscall.ENOENT, ExitNotFound, "exec /bin/prog: no such file or directory"},
+		{stepExec, syscall.EACCES, ExitCannotExec, "exec /bin/prog: permission denied"},
+		{99, syscall.EIO, ExitSetupFailed, "the job's start failed at an unknown step 99: input/output error"},
+	} {
+		code, err := stepFailure(cfg, "/bin/prog", c.step, c.e, early, ExitNotFound)
+		if code != c.code || err == nil || err.Error() != c.msg {
+			t.Errorf("step %d, %v: %d %v, want %d %q", c.step, c.e, code, err, c.code, c.msg)
+		}
+	}
+}

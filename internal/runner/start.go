@@ -521,6 +521,13 @@ func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) (i
 		r.log.Error("job did not start", "err", err)
 		return st, err
 	}
+	r.launched(st)
+	return st, nil
+}
+
+// launched records the job's process, which the runner reaps from here
+// on: the job's, or one that failed to become it (its exit says why).
+func (r *Runner) launched(st isolation.Started) {
 	r.setMainPID(st.PID)
 	r.mu.Lock()
 	r.pid = st.PID
@@ -534,7 +541,6 @@ func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) (i
 		r.log.Warn("job did not start", "err", st.Err)
 		r.launchReason = reason + ": " + st.Err.Error()
 	}
-	return st, nil
 }
 
 // launchDirect starts the job as a child of the runner that becomes it
@@ -553,19 +559,7 @@ func (r *Runner) launchDirect(cfg isolation.JobConfig, files isolation.Files, tt
 			r.log.Warn("track job process", "pid", st.PID, "err", err)
 		}
 	}
-	r.setMainPID(st.PID)
-	r.mu.Lock()
-	r.pid = st.PID
-	r.startedAt = time.Now()
-	r.mu.Unlock()
-	if st.Err != nil {
-		reason := ReasonSetupFailed
-		if st.Code != isolation.ExitSetupFailed {
-			reason = ReasonExecFailed
-		}
-		r.log.Warn("job did not start", "err", st.Err)
-		r.launchReason = reason + ": " + st.Err.Error()
-	}
+	r.launched(st)
 	return st, nil
 }
 
