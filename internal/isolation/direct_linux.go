@@ -124,24 +124,10 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 	applied := Applied{}
 	appliedJSON := noneApplied
 
-	cwd, home := f.Cwd, f.Home
-	if cwd == nil {
-		if h, err := OpenDir(cfg.Cwd); err != nil {
-			setEarly(ExitSetupFailed, fmt.Errorf("change to cwd: %v", err))
-		} else {
-			defer h.Close()
-			cwd = h
-		}
-	}
-	if home == nil && cfg.Home != "" && early == nil {
-		if err := EnsureHome(cfg.Home); err != nil {
-			setEarly(ExitSetupFailed, err)
-		} else if h, err := OpenDir(cfg.Home); err != nil {
-			setEarly(ExitSetupFailed, fmt.Errorf("open home: %v", err))
-		} else {
-			defer h.Close()
-			home = h
-		}
+	cwd, home, done, err := jobDirs(cfg, f)
+	defer done()
+	if err != nil {
+		setEarly(ExitSetupFailed, err)
 	}
 	for i, s := range f.Stdio {
 		if s == nil {

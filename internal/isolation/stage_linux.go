@@ -184,24 +184,10 @@ type stageRequest struct {
 func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) Started {
 	defer s.Close()
 	req := stageRequest{Config: *cfg, TTY: tty}
-	cwd, home := f.Cwd, f.Home
-	if cwd == nil {
-		if h, err := OpenDir(cfg.Cwd); err != nil {
-			req.Fail = fmt.Sprintf("change to cwd: %v", err)
-		} else {
-			defer h.Close()
-			cwd = h
-		}
-	}
-	if home == nil && cfg.Home != "" && req.Fail == "" {
-		if err := EnsureHome(cfg.Home); err != nil {
-			req.Fail = err.Error()
-		} else if h, err := OpenDir(cfg.Home); err != nil {
-			req.Fail = fmt.Sprintf("open home: %v", err)
-		} else {
-			defer h.Close()
-			home = h
-		}
+	cwd, home, done, err := jobDirs(cfg, f)
+	defer done()
+	if err != nil {
+		req.Fail = err.Error()
 	}
 	fds := []int{int(f.Stdio[0].Fd()), int(f.Stdio[1].Fd()), int(f.Stdio[2].Fd())}
 	if req.Fail != "" {
@@ -219,6 +205,40 @@ func (s *Stage) Assign(cfg *JobConfig, f Files, tty bool) Started {
 	runtime.KeepAlive(cwd)
 	runtime.KeepAlive(home)
 	return st
+}
+
+// jobDirs are the job's cwd and HOME handles: f's, or opened now from
+// cfg's paths (tests and tools; the server always passes handles it
+// checked). done closes what was opened here. An error is why the job
+// cannot start (exit 125), as its output says it.
+func jobDirs(cfg *JobConfig, f Files) (cwd, home *os.File, done func(), err error) {
+	var opened []*os.File
+	done = func() {
+		for _, h := range opened {
+			h.Close()
+		}
+	}
+	cwd, home = f.Cwd, f.Home
+	if cwd == nil {
+		h, err := OpenDir(cfg.Cwd)
+		if err != nil {
+			return nil, nil, done, fmt.Errorf("change to cwd: %v", err)
+		}
+		opened = append(opened, h)
+		cwd = h
+	}
+	if home == nil && cfg.Home != "" {
+		if err := EnsureHome(cfg.Home); err != nil {
+			return cwd, nil, done, err
+		}
+		h, err := OpenDir(cfg.Home)
+		if err != nil {
+			return cwd, nil, done, fmt.Errorf("open home: %v", err)
+		}
+		opened = append(opened, h)
+		home = h
+	}
+	return cwd, home, done, nil
 }
 
 // failed is st with the failure code and err, and what was applied
