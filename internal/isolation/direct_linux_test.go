@@ -128,3 +128,37 @@ func TestDirectStepFailures(t *testing.T) {
 		}
 	}
 }
+
+// A clone that fails (here: into a "cgroup" that is not one; in life, no
+// pid free) makes no process: PID 0, the reason, nothing written to the
+// job's output, which the runner then ends start_failed.
+func TestDirectCloneFailureMakesNoProcess(t *testing.T) {
+	requireLandlock(t)
+	l := newJobLayout(t)
+	l.writeScript(t, "echo ran\n")
+	cfg := l.config(nil)
+	notCgroup, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notCgroup.Close()
+	fd, err := rawFD(notCgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, _ := os.Pipe()
+	devNull, _ := os.Open(os.DevNull)
+	defer devNull.Close()
+	st := Direct(&cfg, Files{Stdio: [3]*os.File{devNull, outW, outW}}, false, fd)
+	outW.Close()
+	out, _ := io.ReadAll(outR)
+	if st.PID != 0 || st.Err == nil || !strings.Contains(st.Err.Error(), "start the job's process: clone") {
+		t.Fatalf("Direct into a non-cgroup: pid %d, %v: want no process and the clone's error", st.PID, st.Err)
+	}
+	if len(out) != 0 {
+		t.Errorf("the job's output: %q, want nothing", out)
+	}
+	if _, err := st.DecodeApplied(); err != nil {
+		t.Errorf("applied %q: %v", st.Applied, err)
+	}
+}
