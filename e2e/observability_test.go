@@ -472,3 +472,19 @@ func TestLogFormatRefused(t *testing.T) {
 		t.Fatalf("serve --log-format yaml: %v\n%s", err, out)
 	}
 }
+
+// The text log's "job ended" line gives the job's exit code itself (it
+// once gave the address of the number).
+func TestTextLogJobEndedGivesTheExitCode(t *testing.T) {
+	s := startServer(t, serverOpts{args: []string{"--verbose"}})
+	res, _ := s.runDone(t, client.RunRequest{Script: "exit 7", Mode: "stdio"})
+	if code(res) != 7 {
+		t.Fatalf("job: exit %d, want 7", code(res))
+	}
+	line := s.waitStderr(t, `"job ended" line of job `+res.JobID, func(l string) bool {
+		return strings.Contains(l, `msg="job ended"`) && strings.Contains(l, "job="+res.JobID)
+	})
+	if !strings.Contains(line, " exit_code=7 ") {
+		t.Errorf("job ended line: %s\nwant exit_code=7", line)
+	}
+}
