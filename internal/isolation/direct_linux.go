@@ -26,7 +26,7 @@ import (
 // no_new_privs and the job's Landlock domain, and execve. It runs only
 // raw system calls on values made before the clone (childPlan): no Go
 // runtime, no allocation, no stack growth, every signal blocked until its
-// handlers are back to their defaults.
+// dispositions are back to their defaults.
 //
 // The walls are the stage's: the domain is made by the child itself, the
 // one task in it until execve, which replaces the shared memory with the
@@ -306,19 +306,8 @@ func stepFailure(cfg *JobConfig, prog string, step int, e syscall.Errno, early e
 // to restrict itself with instead of enforced here: -1 when isolation is
 // off. An error means the job must not run.
 func directDomain(cfg *JobConfig, cwdFD, homeFD int) (Applied, int, error) {
-	var a Applied
-	if cfg.ForceFail != "" {
-		return a, -1, fmt.Errorf("apply Landlock filesystem isolation: %s", cfg.ForceFail)
-	}
-	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
-		return a, -1, errors.New("no program to run")
-	}
-	if !cfg.Policy.Enabled {
-		a.Reason = reasonDisabled
-		return a, -1, nil
-	}
 	kept := -1
-	a, err := buildDomain(cfg, cwdFD, homeFD, func(fd int) error {
+	a, err := confine(cfg, cwdFD, homeFD, func(fd int) error {
 		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
 		if err != nil {
 			return fmt.Errorf("keep the ruleset for the job: %w", err)
@@ -330,7 +319,7 @@ func directDomain(cfg *JobConfig, cwdFD, homeFD int) (Applied, int, error) {
 		if kept >= 0 {
 			unix.Close(kept)
 		}
-		return a, -1, fmt.Errorf("apply Landlock filesystem isolation: %w", err)
+		return a, -1, err
 	}
 	return a, kept, nil
 }
@@ -422,19 +411,19 @@ func childMain(p *childPlan) {
 			childFail(p, stepRestrict, e)
 		}
 	}
-	// Signal handlers back to their defaults, then no signal blocked: the
-	// job starts with none (a signal that comes now takes its default
-	// action on the job-to-be). The child's handlers are its own (a clone
-	// without CLONE_SIGHAND): the runner's stay as they are.
-	runtimeAfterForkInChild()
-	// And every other signal, one ignored since whoever started us
-	// included (an ignored signal stays ignored across execve): the job
-	// starts with every disposition at its default, as from a stage.
+	// Every signal disposition back to its default while every signal is
+	// still blocked: the runtime's handlers, and one ignored since whoever
+	// started us (an ignored signal stays ignored across execve). The
+	// child's handlers are its own (a clone without CLONE_SIGHAND): the
+	// runner's stay as they are. Then the runtime's own undoing of its
+	// fork, and no signal blocked: the job starts with none (a signal that
+	// comes now takes its default action on the job-to-be).
 	for sig := uintptr(1); sig <= 64; sig++ {
 		if sig != uintptr(unix.SIGKILL) && sig != uintptr(unix.SIGSTOP) {
 			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&p.dfl)), 0, 8, 0, 0)
 		}
 	}
+	runtimeAfterForkInChild()
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&p.noSignals)), 0, 8, 0, 0)
 	for i := 0; ; i++ {
 		_, _, e = syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(p.prog)), uintptr(unsafe.Pointer(p.argv)), uintptr(unsafe.Pointer(p.envv)))

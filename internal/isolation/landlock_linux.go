@@ -274,18 +274,13 @@ type rulesetAttr struct {
 	scoped           uint64
 }
 
-// applyLandlock builds the job's domain — the RO and device lists by name,
-// HOME and cwd from their handles — with the strongest ABI the kernel
-// offers, and restricts the calling thread with it: the stage's thread
-// that then execs the job. Network access is not handled (see
-// docs/security.md).
-func applyLandlock(cfg *JobConfig, cwdFD, homeFD int) (Applied, error) {
-	return buildDomain(cfg, cwdFD, homeFD, restrictThread)
-}
-
-// buildDomain makes cfg's ruleset and hands it to enforce: restrictThread
-// for a job, a no-op for the stage's rehearsal (rehearse), which so runs
-// every step of a job's domain but the last.
+// buildDomain makes cfg's ruleset — the RO and device lists by name, HOME
+// and cwd from their handles — with the strongest ABI the kernel offers,
+// and hands it to enforce: restrictThread for a stage's job (the thread
+// that then execs it), a keeper for the direct start's child
+// (directDomain), a no-op for the stage's rehearsal (rehearse), which so
+// runs every step of a job's domain but the last. Network access is not
+// handled (see docs/security.md).
 func buildDomain(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) error) (Applied, error) {
 	var a Applied
 	abi, errata, err := detectABI()

@@ -496,7 +496,7 @@ func becomeJob(req *stageRequest, fds []int, reply func(*Applied)) (int, error) 
 		return ExitSetupFailed, fmt.Errorf("change to cwd %s: %w", cfg.Cwd, err)
 	}
 	ResetIgnoredSignals()
-	a, err := confine(cfg, cwdFD, homeFD)
+	a, err := confine(cfg, cwdFD, homeFD, restrictThread)
 	if err != nil {
 		a.Enabled, a.Error = false, err.Error()
 		reply(&a)
@@ -544,9 +544,13 @@ func takeForeground() error {
 	return nil
 }
 
-// confine makes the job's domain on the calling thread, with its HOME and
-// cwd rules made from their handles. An error means the job must not run.
-func confine(cfg *JobConfig, cwdFD, homeFD int) (Applied, error) {
+// confine decides the job's domain and makes it with enforce: on the
+// calling thread (restrictThread) for a stage, or kept for the child of a
+// direct start (directDomain). One place decides for both starts: a
+// forced failure or a config with nothing to run fails closed, isolation
+// turned off by the server is recorded with its reason. An error means
+// the job must not run.
+func confine(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) error) (Applied, error) {
 	var a Applied
 	if cfg.ForceFail != "" {
 		return a, fmt.Errorf("apply Landlock filesystem isolation: %s", cfg.ForceFail)
@@ -558,7 +562,7 @@ func confine(cfg *JobConfig, cwdFD, homeFD int) (Applied, error) {
 		a.Reason = reasonDisabled
 		return a, nil
 	}
-	a, err := applyLandlock(cfg, cwdFD, homeFD)
+	a, err := buildDomain(cfg, cwdFD, homeFD, enforce)
 	if err != nil {
 		return a, fmt.Errorf("apply Landlock filesystem isolation: %w", err)
 	}
