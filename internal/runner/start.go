@@ -105,7 +105,8 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	r.master = master
 	r.cols, r.rows = s.Cols, s.Rows
 	r.mu.Unlock()
-	// The stage's end of its channel closed at execve: the job runs, and
+	// The job's process has exec'd (a stage's channel, or the direct
+	// start's report pipe, closed at execve): the job runs, and
 	// the server hears so before anything else the runner does for it.
 	r.afterStart(l)
 	r.pumpDone = make(chan struct{})
@@ -129,7 +130,7 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 }
 
 func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
-	// The terminal made ahead is not this job's: the stage leaves the
+	// The terminal made ahead is not this job's: the job's process leaves the
 	// runner's session (so the job has no controlling terminal), and the
 	// terminal goes once the job is on its way.
 	defer r.dropTerminal()
@@ -161,7 +162,7 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 		errR.Close()
 		return err
 	}
-	// The job runs (its stage exec'd): the server hears so first.
+	// The job runs (its process exec'd): the server hears so first.
 	r.afterStart(l)
 	r.pumpDone = make(chan struct{})
 	errDone := make(chan struct{})
@@ -213,7 +214,7 @@ func (r *Runner) openOutput(w *outWriter) error {
 func (r *Runner) afterStart(l isolation.Started) {
 	r.mu.Lock()
 	r.isolation = l.Applied
-	// The stage made the job's own group (setpgid or setsid) before it
+	// The job's process made its own group (setpgid or setsid) before it
 	// exec'd; one that failed before that may have left it in ours.
 	if l.Err == nil {
 		r.pgid = l.PID
@@ -227,9 +228,10 @@ func (r *Runner) afterStart(l isolation.Started) {
 }
 
 // openTerminal opens a terminal ahead of need and makes it the controlling
-// terminal of the runner's session, before the stage is started: a process
-// takes its session's controlling terminal when it is forked, and the
-// stage must have it to put the job in the terminal's foreground. A stdio
+// terminal of the runner's session, before the job's process is forked (a
+// stage ahead, or the direct start's child): a process takes its
+// session's controlling terminal when it is forked, and the job's process
+// must have it to put the job in the terminal's foreground. A stdio
 // job drops it (dropTerminal).
 func (r *Runner) openTerminal() error {
 	master, slave, err := pty.Open()
