@@ -57,7 +57,10 @@ func installOpenAPICheck() error {
 	return nil
 }
 
-// oaRegister says the server at rawURL is test t's.
+// oaRegister says the server at rawURL is test t's, until t ends (after
+// the cleanups t registered before, which stop its server): the address
+// may then be another listener's, such as a later test's --metrics-listen,
+// whose answers are no API's.
 func oaRegister(t *testing.T, rawURL string) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -68,6 +71,13 @@ func oaRegister(t *testing.T, rawURL string) {
 		oaCheck.servers[u.Host] = t
 	}
 	oaCheck.mu.Unlock()
+	t.Cleanup(func() {
+		oaCheck.mu.Lock()
+		if oaCheck.servers[u.Host] == t {
+			delete(oaCheck.servers, u.Host)
+		}
+		oaCheck.mu.Unlock()
+	})
 }
 
 func oaReport(r *http.Request, err error) {
