@@ -90,11 +90,12 @@ func listBefore(ctx context.Context, s *Service, status string, limit int) ([]*s
 		if v.Status != status {
 			continue
 		}
-		r, err := s.st.Get(ctx, j.id)
+		full, err := s.st.Get(ctx, j.id)
 		if err != nil {
 			continue
 		}
-		r.Status, r.StartedAt = v.Status, v.StartedAt
+		// a listing's fields only, as List reads them
+		r := &store.Job{ID: full.ID, Seq: full.Seq, Status: v.Status, CreatedAt: full.CreatedAt, StartedAt: v.StartedAt, EndedAt: full.EndedAt}
 		out = append(out, r)
 		added = true
 	}

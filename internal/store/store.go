@@ -169,6 +169,11 @@ func (s *Store) Close() error {
 
 const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup, home, cols, rows, env_names, limits, limits_applied, pgid, usage, idempotency_key, idempotency_fp`
 
+// listColumns are what a listing shows of a job (List, GetMany): reading
+// only these is most of a 200-job list's cost saved (every column read is
+// a copy and an allocation; jobColumns made a list of 200 take 5 ms here).
+const listColumns = `id, seq, status, created_at, started_at, ended_at`
+
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
 	p := func(q string) *sql.Stmt {
@@ -187,7 +192,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		return st
 	}
 	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
-	s.stmtGetMany = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC`)
+	s.stmtGetMany = p(`SELECT ` + listColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC`)
 	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key, home, cols, rows, env_names, limits, idempotency_key, idempotency_fp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
@@ -232,14 +237,7 @@ func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
 		c := int(exit.Int64)
 		j.ExitCode = &c
 	}
-	if started.Valid {
-		t := time.Unix(0, started.Int64).UTC()
-		j.StartedAt = &t
-	}
-	if ended.Valid {
-		t := time.Unix(0, ended.Int64).UTC()
-		j.EndedAt = &t
-	}
+	j.StartedAt, j.EndedAt = timeOrNil(started), timeOrNil(ended)
 	return &j, nil
 }
 
@@ -419,9 +417,10 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 }
 
 // List returns up to limit jobs, newest first (creation order breaks ties),
-// optionally only those in status.
+// optionally only those in status. Each has only what a listing shows:
+// ID, Seq, Status, CreatedAt, StartedAt and EndedAt (Get reads the rest).
 func (s *Store) List(ctx context.Context, status string, limit int) ([]*Job, error) {
-	q := `SELECT ` + jobColumns + ` FROM jobs`
+	q := `SELECT ` + listColumns + ` FROM jobs`
 	args := []any{}
 	if status != "" {
 		q += ` WHERE status = ?`
@@ -429,11 +428,19 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]*Job, err
 	}
 	q += ` ORDER BY seq DESC LIMIT ?`
 	args = append(args, limit)
-	return s.query(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := scanListed(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
 }
 
-// GetMany reads the jobs of ids in one query, newest first; ids with no
-// row (deleted meanwhile) are left out. The ids go in as one JSON array,
+// GetMany reads the jobs of ids in one query, newest first, with List's
+// fields only; ids with no row (deleted meanwhile) are left out. The ids go in as one JSON array,
 // so the statement is prepared once whatever their number, and each is
 // looked up by the index of id.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]*Job, error) {
@@ -448,7 +455,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
 	}
-	jobs, err := scanJobs(rows)
+	jobs, err := scanListed(rows)
 	if err != nil {
 		return nil, fmt.Errorf("read %d jobs: %w", len(ids), err)
 	}
@@ -502,6 +509,33 @@ func scanJobs(rows *sql.Rows) ([]*Job, error) {
 		jobs = append(jobs, j)
 	}
 	return jobs, rows.Err()
+}
+
+// scanListed reads every row of rows as listColumns, and closes them.
+func scanListed(rows *sql.Rows) ([]*Job, error) {
+	defer rows.Close()
+	jobs := []*Job{}
+	for rows.Next() {
+		var j Job
+		var created int64
+		var started, ended sql.NullInt64
+		if err := rows.Scan(&j.ID, &j.Seq, &j.Status, &created, &started, &ended); err != nil {
+			return nil, err
+		}
+		j.CreatedAt = time.Unix(0, created).UTC()
+		j.StartedAt, j.EndedAt = timeOrNil(started), timeOrNil(ended)
+		jobs = append(jobs, &j)
+	}
+	return jobs, rows.Err()
+}
+
+// timeOrNil turns a nullable column of unix nanoseconds into a time.
+func timeOrNil(ns sql.NullInt64) *time.Time {
+	if !ns.Valid {
+		return nil
+	}
+	t := time.Unix(0, ns.Int64).UTC()
+	return &t
 }
 
 func strOrNil(s string) any {

@@ -248,8 +248,9 @@ func TestGetMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) > 0 && !reflect.DeepEqual(got[0], one) {
-		t.Errorf("GetMany's row %+v differs from Get's %+v", got[0], one)
+	// GetMany reads what a listing shows, and only that.
+	if want := (&Job{ID: one.ID, Seq: one.Seq, Status: one.Status, CreatedAt: one.CreatedAt, StartedAt: one.StartedAt, EndedAt: one.EndedAt}); len(got) > 0 && !reflect.DeepEqual(got[0], want) {
+		t.Errorf("GetMany's row %+v differs from Get's listed fields %+v", got[0], want)
 	}
 	if all, err := s.GetMany(ctx, ids); err != nil || len(all) != len(ids) {
 		t.Errorf("GetMany of %d ids: %d rows, %v", len(ids), len(all), err)
