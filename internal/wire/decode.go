@@ -102,22 +102,19 @@ func (p *resultReader) str() string {
 	}
 	var b strings.Builder
 	b.Grow(len(s))
+	// q is where the next quote is: looked for once, and again only when
+	// an escape took it (\"); the string's end is far in a long window,
+	// and looking for it up to each escape cost a pass over every run.
+	q := bytes.IndexByte(s, '"')
 	for {
-		// The next escape; the string ends first if a quote comes before
-		// it (a quote is looked for only up to the escape: the end of a
-		// long string is far).
-		k := bytes.IndexByte(s, '\\')
-		q := -1
-		if k < 0 {
-			q = bytes.IndexByte(s, '"')
-		} else {
-			q = bytes.IndexByte(s[:k], '"')
-		}
-		if k < 0 && q < 0 {
+		if q < 0 {
 			p.ok = false
 			return ""
 		}
-		if q >= 0 {
+		// The next escape, before the quote: the string ends first if
+		// there is none.
+		k := bytes.IndexByte(s[:q], '\\')
+		if k < 0 {
 			if !plainText(s[:q]) {
 				p.ok = false
 				return ""
@@ -131,7 +128,7 @@ func (p *resultReader) str() string {
 			return ""
 		}
 		b.Write(s[:k])
-		s = s[k:]
+		s, q = s[k:], q-k
 		switch s[1] {
 		case '"', '\\', '/':
 			b.WriteByte(s[1])
@@ -156,29 +153,58 @@ func (p *resultReader) str() string {
 				return ""
 			}
 			b.WriteRune(v)
-			s = s[6:]
+			// Four hex digits held no quote: the next is further on.
+			s, q = s[6:], q-6
 			continue
 		default:
 			p.ok = false
 			return ""
 		}
-		s = s[2:]
+		if s[1] == '"' { // the quote looked at was this escape's
+			s = s[2:]
+			q = bytes.IndexByte(s, '"')
+			continue
+		}
+		s, q = s[2:], q-2
 	}
 }
 
 // plainText: bytes a JSON string holds as they are and that decode to
-// themselves (valid UTF-8, no control byte).
+// themselves (valid UTF-8, no control byte). Text of printable ASCII, the
+// common case, is told in one pass of eight bytes at a time; anything else
+// is checked byte by byte and as UTF-8.
 func plainText(b []byte) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	// A byte below 0x20 borrows into its high bit, one of 0x80 or more
+	// has it: nothing set in a word means its eight bytes are 0x20..0x7f.
 	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		w0 := binary.LittleEndian.Uint64(b[i:])
+		w1 := binary.LittleEndian.Uint64(b[i+8:])
+		w2 := binary.LittleEndian.Uint64(b[i+16:])
+		w3 := binary.LittleEndian.Uint64(b[i+24:])
+		if ((w0-ones*0x20)|w0|(w1-ones*0x20)|w1|(w2-ones*0x20)|w2|(w3-ones*0x20)|w3)&highs != 0 {
+			return plainSlow(b)
+		}
+	}
 	for ; i+8 <= len(b); i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
-		if (x-ones*0x20)&^x&highs != 0 { // a byte below 0x20
-			return false
+		if ((x-ones*0x20)|x)&highs != 0 {
+			return plainSlow(b)
 		}
 	}
 	for ; i < len(b); i++ {
-		if b[i] < 0x20 {
+		if b[i] < 0x20 || b[i] >= utf8.RuneSelf {
+			return plainSlow(b)
+		}
+	}
+	return true
+}
+
+// plainSlow is plainText for text with a control byte or non-ASCII bytes.
+func plainSlow(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
 			return false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 type plainResult JobResult // decoded by encoding/json alone
@@ -165,4 +166,34 @@ func FuzzJobResultDecode(f *testing.F) {
 			t.Fatalf("UnmarshalJSON(%q) = %+v (%v), encoding/json %+v (%v)", raw, direct, derr, want, werr)
 		}
 	})
+}
+
+// plainText's word-at-a-time test says exactly what a byte-by-byte look
+// says, whichever byte is where (the 32- and 8-byte steps and the tail).
+func TestPlainTextIsExact(t *testing.T) {
+	ref := func(b []byte) bool {
+		for _, c := range b {
+			if c < 0x20 {
+				return false
+			}
+		}
+		return utf8.Valid(b)
+	}
+	odd := [][]byte{{0x00}, {0x1f}, {0x20}, {0x7f}, {0x80}, {0xc3, 0xa9}, {0xe4, 0xb8, 0x96}, {0xff}, {'\t'}, {'~'}}
+	checked := 0
+	for n := 0; n <= 70; n++ {
+		for pos := 0; pos < n; pos++ {
+			for _, o := range odd {
+				b := bytes.Repeat([]byte("a"), n)
+				copy(b[pos:], o)
+				if got, want := plainText(b), ref(b); got != want {
+					t.Fatalf("plainText(%q) = %v, want %v", b, got, want)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 20000 {
+		t.Fatalf("only %d cases checked", checked)
+	}
 }
