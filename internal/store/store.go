@@ -428,21 +428,13 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]*Job, err
 	}
 	q += ` ORDER BY seq DESC LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	jobs, err := scanListed(rows)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return jobs, nil
+	return s.query(ctx, scanListed, q, args...)
 }
 
 // GetMany reads the jobs of ids in one query, newest first, with List's
-// fields only; ids with no row (deleted meanwhile) are left out. The ids go in as one JSON array,
-// so the statement is prepared once whatever their number, and each is
-// looked up by the index of id.
+// fields only; ids with no row (deleted meanwhile) are left out. The ids
+// go in as one JSON array, so the statement is prepared once whatever
+// their number, and each is looked up by the index of id.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]*Job, error) {
 	if len(ids) == 0 {
 		return []*Job{}, nil
@@ -464,7 +456,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]*Job, error) {
 
 // Unfinished returns every job that is not in a terminal state.
 func (s *Store) Unfinished(ctx context.Context) ([]*Job, error) {
-	return s.query(ctx, `SELECT `+jobColumns+` FROM jobs WHERE status NOT IN ('exited','terminated','failed','lost') ORDER BY seq`)
+	return s.query(ctx, scanJobs, `SELECT `+jobColumns+` FROM jobs WHERE status NOT IN ('exited','terminated','failed','lost') ORDER BY seq`)
 }
 
 // EndedBefore returns the ids of terminal jobs that ended before t.
@@ -485,12 +477,14 @@ func (s *Store) EndedBefore(ctx context.Context, t time.Time) ([]string, error) 
 	return ids, rows.Err()
 }
 
-func (s *Store) query(ctx context.Context, q string, args ...any) ([]*Job, error) {
+// query runs q and reads its rows with scan (scanJobs: every column,
+// scanListed: a listing's).
+func (s *Store) query(ctx context.Context, scan func(*sql.Rows) ([]*Job, error), q string, args ...any) ([]*Job, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	jobs, err := scanJobs(rows)
+	jobs, err := scan(rows)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
