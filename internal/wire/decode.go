@@ -102,10 +102,11 @@ func (p *resultReader) str() string {
 	}
 	var b strings.Builder
 	b.Grow(len(s))
-	// q is where the next quote is: looked for once, and again only when
-	// an escape took it (\"); the string's end is far in a long window,
-	// and looking for it up to each escape cost a pass over every run.
-	q := bytes.IndexByte(s, '"')
+	// q is where the next quote is: the one found above, and looked for
+	// again only when an escape took it (\"); the string's end is far in a
+	// long window, and looking for it up to each escape cost a pass over
+	// every run.
+	q := end
 	for {
 		if q < 0 {
 			p.ok = false
