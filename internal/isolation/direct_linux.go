@@ -45,18 +45,17 @@ func vforkSyscall(trap, a1, a2 uintptr) (r1, errno uintptr)
 
 // The runtime's hooks around a fork, as package syscall calls them: block
 // every signal on this thread and spoil its stack guard (so any stack
-// growth in the child is caught, not done), undo both in the parent, and
-// in the child put the signal handlers back to their defaults and the
-// mask back as it was.
+// growth in the child is caught, not done), and undo both in the parent.
+// The child does not call the runtime's own undoing
+// (syscall.runtime_AfterForkInChild: its handlers back to the defaults,
+// then the thread's mask back): childMain puts every disposition back
+// itself and clears the mask, which covers both.
 //
 //go:linkname runtimeBeforeFork syscall.runtime_BeforeFork
 func runtimeBeforeFork()
 
 //go:linkname runtimeAfterFork syscall.runtime_AfterFork
 func runtimeAfterFork()
-
-//go:linkname runtimeAfterForkInChild syscall.runtime_AfterForkInChild
-func runtimeAfterForkInChild()
 
 // Steps of the child, as it reports the one that failed.
 const (
@@ -415,15 +414,15 @@ func childMain(p *childPlan) {
 	// still blocked: the runtime's handlers, and one ignored since whoever
 	// started us (an ignored signal stays ignored across execve). The
 	// child's handlers are its own (a clone without CLONE_SIGHAND): the
-	// runner's stay as they are. Then the runtime's own undoing of its
-	// fork, and no signal blocked: the job starts with none (a signal that
-	// comes now takes its default action on the job-to-be).
+	// runner's stay as they are. Then no signal blocked: the job starts
+	// with none (a signal that comes now takes its default action on the
+	// job-to-be). This is all the runtime's undoing of a fork does in a
+	// child (its handlers, then the mask), which is not called as well.
 	for sig := uintptr(1); sig <= 64; sig++ {
 		if sig != uintptr(unix.SIGKILL) && sig != uintptr(unix.SIGSTOP) {
 			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&p.dfl)), 0, 8, 0, 0)
 		}
 	}
-	runtimeAfterForkInChild()
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&p.noSignals)), 0, 8, 0, 0)
 	for i := 0; ; i++ {
 		_, _, e = syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(p.prog)), uintptr(unsafe.Pointer(p.argv)), uintptr(unsafe.Pointer(p.envv)))
