@@ -309,14 +309,40 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// checkID answers 404 for an id of the wrong shape, without touching the
-// disk or the database.
+// checkID answers for an id that is not one of ours without touching the
+// disk or the database: 404 job_not_found for one that could be a job id
+// (letters, digits, '-' and '_'), 400 invalid_job_id for one that cannot
+// ("../../etc/passwd"), as the original does.
 func (s *Server) checkID(w http.ResponseWriter, id string) bool {
 	if jobs.ValidID(id) {
 		return true
 	}
+	if !plausibleID(id) {
+		httperr.Write(w, http.StatusBadRequest, "invalid_job_id", "job id "+strconv.Quote(id)+" is not a job id: a job id is 16 lowercase hex characters")
+		return false
+	}
 	httperr.Write(w, http.StatusNotFound, "job_not_found", "job "+strconv.Quote(id)+" not found: a job id is 16 lowercase hex characters")
 	return false
+}
+
+// maxPlausibleID bounds what could be a job id of some server (the
+// original's ids are short tokens); longer is not an id at all.
+const maxPlausibleID = 128
+
+// plausibleID reports whether id has the shape of a job id of any server
+// (ours are 16 lowercase hex characters): 1..128 ASCII letters, digits,
+// '-' and '_'.
+func plausibleID(id string) bool {
+	if id == "" || len(id) > maxPlausibleID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
