@@ -175,9 +175,9 @@ func (a *app) newRoot() *cobra.Command {
 An unknown first word runs connect with all arguments.
 Needs DIFY_AGENT_STUB_API_BASE_URL and DIFY_AGENT_STUB_AUTH_JWE.
 Exit status: 0 ok, 1 failed (one line per failure on stderr), 2 usage error.`,
-		Args:              cobra.NoArgs,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
+		Args:          cobra.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
 		// completion bash|zsh|fish|powershell works, and is left out of
 		// the help a model reads.
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
