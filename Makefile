@@ -22,11 +22,19 @@ build:
 	@for b in $(addprefix $(BIN)/,$(BINARIES)); do [ ! -e "$$b" ] || chmod go-w "$$b"; done
 
 # Start the server on loopback with the embedded defaults (RUN_ARGS: more
-# serve flags), in a clean
-# environment: jobs inherit the server's, and make's own variables
+# serve flags), on a sandbox of its own under the checkout: its Home (every
+# job's default HOME and cwd, what snapshots save and restore) is
+# .run/home, its state dir .run/state, both made on first use and ignored
+# by git. Never the caller's own Home: a snapshot restore from the README's
+# examples would rewrite it. RUN_HOME and RUN_STATE choose others. In a
+# clean environment: jobs inherit the server's, and make's own variables
 # (MAKEFLAGS, MAKELEVEL, MFLAGS) would change every make a job runs.
+RUN_HOME ?= $(CURDIR)/.run/home
+RUN_STATE ?= $(CURDIR)/.run/state
 run: build
-	env -i PATH="$$PATH" HOME="$$HOME" TERM="$${TERM:-dumb}" ./$(BIN)/shellctl serve --verbose $(RUN_ARGS)
+	@mkdir -p "$(RUN_HOME)" && mkdir -p -m 0700 "$(RUN_STATE)"
+	@echo "make run: Home $(RUN_HOME), state dir $(RUN_STATE)"
+	env -i PATH="$$PATH" HOME="$(RUN_HOME)" TERM="$${TERM:-dumb}" ./$(BIN)/shellctl serve --verbose --state-dir "$(RUN_STATE)" $(RUN_ARGS)
 
 # Everything CI checks.
 test: fmt-check vet build
