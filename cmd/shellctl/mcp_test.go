@@ -46,3 +46,13 @@ func TestMCPToken(t *testing.T) {
 		t.Errorf("a missing token file: %v, want an error naming --token-file", err)
 	}
 }
+
+// `shellctl mcp --help` names every tool the server registers.
+func TestMCPHelpListsEveryTool(t *testing.T) {
+	long := mcpCmd().Long
+	for _, tool := range []string{"shell_run", "shell_wait", "shell_input", "shell_interrupt", "shell_status", "shell_list", "shell_screen", "shell_keys"} {
+		if !strings.Contains(long, tool) {
+			t.Errorf("shellctl mcp --help does not name %s:\n%s", tool, long)
+		}
+	}
+}
