@@ -138,6 +138,14 @@ func SignalName(n int) string {
 	return fmt.Sprintf("signal %d", n)
 }
 
+// ReasonLabel is a recorded reason in the record's vocabulary, without
+// its detail ("signal" → "signaled", "start_failed: …" → "start_failed"):
+// the reason the metrics and the log give, as the record does.
+func ReasonLabel(status, reason string) string {
+	r, _ := specReason(status, reason, nil, 0, Limits{})
+	return r
+}
+
 // specReason maps a recorded reason ("kind" or "kind: detail") to the
 // record's vocabulary and a message for a person.
 func specReason(status, reason string, exitCode *int, signal int, asked Limits) (string, string) {

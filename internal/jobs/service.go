@@ -935,12 +935,13 @@ func (s *Service) ended(j *job, e store.Exit) {
 		d = j.ended.Sub(from)
 	}
 	j.mu.Unlock()
-	s.cfg.Metrics.JobEnded(e.Status, e.Reason, d)
+	reason := ReasonLabel(e.Status, e.Reason)
+	s.cfg.Metrics.JobEnded(e.Status, reason, d)
 	// The code itself, not the pointer: the text handler would print the
 	// pointer's address. nil (no code: killed before it started) stays null.
 	var code any
 	if e.ExitCode != nil {
 		code = *e.ExitCode
 	}
-	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", e.Reason, "exit_code", code, "signal", e.Signal, "duration_seconds", d.Seconds())
+	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", reason, "exit_code", code, "signal", e.Signal, "duration_seconds", d.Seconds())
 }
