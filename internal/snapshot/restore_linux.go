@@ -344,7 +344,7 @@ func (x *extractor) begin(pc *piece) error {
 	case tar.TypeReg:
 		return x.createFile(pc.name, pc.perm)
 	case tar.TypeSymlink:
-		return x.symlink(pc.name, pc.link)
+		return x.symlink(pc.name, pc.link, pc.mtime)
 	case tar.TypeLink:
 		return x.link(pc.name, pc.link)
 	}
@@ -483,7 +483,7 @@ func (x *extractor) endFile(pc *piece) error {
 	return nil
 }
 
-func (x *extractor) symlink(name, target string) error {
+func (x *extractor) symlink(name, target string, mtime time.Time) error {
 	dir, base := splitName(name)
 	p, err := x.enter(dir, name)
 	if err != nil {
@@ -492,7 +492,15 @@ func (x *extractor) symlink(name, target string) error {
 	pfd := p.fd
 	// The target is stored as is: a link may point anywhere, restore never
 	// follows one.
-	return x.create(pfd, base, name, func() error { return symlinkRetry(target, pfd, base) })
+	if err := x.create(pfd, base, name, func() error { return symlinkRetry(target, pfd, base) }); err != nil {
+		return err
+	}
+	// The archive keeps a link's own mtime, as tar does; it is set on the
+	// link (AT_SYMLINK_NOFOLLOW), never on what it points at.
+	if err := setLinkTimes(pfd, base, mtime); err != nil {
+		return fmt.Errorf("set time of %q: %w", name, err)
+	}
+	return nil
 }
 
 func (x *extractor) link(name, linkname string) error {
