@@ -247,7 +247,15 @@ func readErr(ctx context.Context, src *sourceReader, what string, err error) err
 	return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
 }
 
+// malformed makes an error of the archive's fault. Its string arguments
+// are names from the archive, which can be a megabyte long: each is
+// shortened (shortName) so the answer and the log line stay short.
 func malformed(format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = shortName(s)
+		}
+	}
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 }
 
@@ -343,6 +351,12 @@ func checkEntry(hdr *tar.Header) (name string, skip bool, err error) {
 	name, err = cleanName(hdr.Name)
 	if err != nil {
 		return "", false, err
+	}
+	if depth := strings.Count(name, "/") + 1; depth > MaxDepth {
+		// Our saves keep MaxDepth levels; deeper, the restore would hold
+		// a directory handle per level (see MaxDepth).
+		return "", false, malformed("entry %q: %d levels below Home, deeper than the %d a snapshot keeps; "+
+			"move the tree up, or archive it separately", hdr.Name, depth, MaxDepth)
 	}
 	if name == "" {
 		if hdr.Typeflag == tar.TypeDir {

@@ -147,7 +147,7 @@ func (x *extractor) pop() error {
 	}
 	unix.Close(d.fd)
 	if err != nil {
-		return fmt.Errorf("set mode and time of %q: %w", d.name, err)
+		return fmt.Errorf("set mode and time of %q: %w", shortName(d.name), err)
 	}
 	return nil
 }
@@ -263,7 +263,7 @@ func (x *extractor) pathErr(parent int, comp, full, entry string, err error) err
 			return malformed("entry %q: %q is not a directory", entry, full)
 		}
 	}
-	return fmt.Errorf("open directory %q: %w", full, err)
+	return fmt.Errorf("open directory %q: %w", shortName(full), err)
 }
 
 func joinName(dir, base string) string {
@@ -282,19 +282,19 @@ func (x *extractor) replace(parent int, base, name string) error {
 		if err == unix.ENOENT {
 			return nil // gone meanwhile: the creation is tried again
 		}
-		return fmt.Errorf("stat %q: %w", name, err)
+		return fmt.Errorf("stat %q: %w", shortName(name), err)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		if x.sameAsState(&st) {
 			return errStateDir
 		}
 		if err := unlinkRetry(parent, base, unix.AT_REMOVEDIR); err != nil {
-			return fmt.Errorf("replace directory %q: %w", name, err)
+			return fmt.Errorf("replace directory %q: %w", shortName(name), err)
 		}
 		return nil
 	}
 	if err := unlinkRetry(parent, base, 0); err != nil && err != unix.ENOENT {
-		return fmt.Errorf("replace %q: %w", name, err)
+		return fmt.Errorf("replace %q: %w", shortName(name), err)
 	}
 	return nil
 }
@@ -310,7 +310,7 @@ func (x *extractor) create(parent int, base, name string, op func() error) error
 		err = op()
 	}
 	if err != nil {
-		return fmt.Errorf("create %q: %w", name, err)
+		return fmt.Errorf("create %q: %w", shortName(name), err)
 	}
 	return nil
 }
@@ -320,7 +320,7 @@ func (x *extractor) apply(b *batch) error {
 	for i := range b.pieces {
 		pc := &b.pieces[i]
 		if err := x.ctx.Err(); err != nil {
-			return fmt.Errorf("restore %q: %w", pc.name, err)
+			return fmt.Errorf("restore %q: %w", shortName(pc.name), err)
 		}
 		if pc.more {
 			if x.skipFile {
@@ -391,7 +391,7 @@ func (x *extractor) mkdir(name string, perm uint32, mtime time.Time) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("create directory %q: %w", name, err)
+		return fmt.Errorf("create directory %q: %w", shortName(name), err)
 	}
 	fd, err := openRetry(pfd, base, dirFlags, 0)
 	if err == unix.EACCES && !created {
@@ -403,7 +403,7 @@ func (x *extractor) mkdir(name string, perm uint32, mtime time.Time) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("stat directory %q: %w", name, err)
+		return fmt.Errorf("stat directory %q: %w", shortName(name), err)
 	}
 	if x.sameAsState(&st) {
 		// Kept open, marked: the entries inside it that follow are
@@ -416,7 +416,7 @@ func (x *extractor) mkdir(name string, perm uint32, mtime time.Time) error {
 		// its own mode is applied.
 		if err := fchmodRetry(fd, st.Mode&0o7777|0o700); err != nil {
 			unix.Close(fd)
-			return fmt.Errorf("make directory %q writable: %w", name, err)
+			return fmt.Errorf("make directory %q writable: %w", shortName(name), err)
 		}
 	}
 	x.stack = append(x.stack, dirHandle{name: name, fd: fd, pending: true, perm: perm, mtime: mtime})
@@ -486,7 +486,7 @@ func (x *extractor) writeContents(pc *piece) error {
 		}
 		if runStart < i {
 			if err := pwriteAll(x.file, data[runStart:i], off+int64(runStart)); err != nil {
-				return fmt.Errorf("write %q: %w", pc.name, err)
+				return fmt.Errorf("write %q: %w", shortName(pc.name), err)
 			}
 			x.dataEnd = off + int64(i)
 		}
@@ -495,7 +495,7 @@ func (x *extractor) writeContents(pc *piece) error {
 	}
 	if runStart < len(data) {
 		if err := pwriteAll(x.file, data[runStart:], off+int64(runStart)); err != nil {
-			return fmt.Errorf("write %q: %w", pc.name, err)
+			return fmt.Errorf("write %q: %w", shortName(pc.name), err)
 		}
 		x.dataEnd = off + int64(len(data))
 	}
@@ -514,21 +514,21 @@ func (x *extractor) endFile(pc *piece) error {
 		// size is set.
 		if err := ftruncateRetry(fd, x.off); err != nil {
 			unix.Close(fd)
-			return fmt.Errorf("set size of %q to %d bytes: %w", pc.name, x.off, err)
+			return fmt.Errorf("set size of %q to %d bytes: %w", shortName(pc.name), x.off, err)
 		}
 	}
 	if pc.perm&x.umask != 0 {
 		if err := fchmodRetry(fd, pc.perm); err != nil {
 			unix.Close(fd)
-			return fmt.Errorf("set mode of %q: %w", pc.name, err)
+			return fmt.Errorf("set mode of %q: %w", shortName(pc.name), err)
 		}
 	}
 	if err := setTimes(fd, pc.mtime); err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("set time of %q: %w", pc.name, err)
+		return fmt.Errorf("set time of %q: %w", shortName(pc.name), err)
 	}
 	if err := unix.Close(fd); err != nil {
-		return fmt.Errorf("close %q: %w", pc.name, err)
+		return fmt.Errorf("close %q: %w", shortName(pc.name), err)
 	}
 	return nil
 }
@@ -548,7 +548,7 @@ func (x *extractor) symlink(name, target string, mtime time.Time) error {
 	// The archive keeps a link's own mtime, as tar does; it is set on the
 	// link (AT_SYMLINK_NOFOLLOW), never on what it points at.
 	if err := setLinkTimes(pfd, base, mtime); err != nil {
-		return fmt.Errorf("set time of %q: %w", name, err)
+		return fmt.Errorf("set time of %q: %w", shortName(name), err)
 	}
 	return nil
 }
@@ -575,7 +575,7 @@ func (x *extractor) link(name, linkname string) error {
 	case err == unix.ENOENT:
 		return malformed("hard link %q: target %q not found", name, linkname)
 	case err != nil:
-		return fmt.Errorf("hard link %q to %q: %w", name, linkname, err)
+		return fmt.Errorf("hard link %q to %q: %w", shortName(name), shortName(linkname), err)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return malformed("hard link %q: target %q is a directory", name, linkname)
 	}
