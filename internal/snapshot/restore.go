@@ -69,11 +69,14 @@ type RestoreOptions struct {
 // So nothing outside home is ever written, and no directory of home can be
 // reached under another name. Unsafe or invalid input (absolute names,
 // "..", paths through symlinks, hard links to outside or to a directory,
-// device nodes, FIFOs, sparse or unknown entries, input that is not zstd, a
-// zstd window over MaxWindow) fails with an error wrapping ErrMalformed;
-// other failures are environmental. Existing files are replaced (removed
-// and created again, never written through); other files are kept. Not
-// transactional: on error, home may be partly restored.
+// device nodes, FIFOs, sparse or unknown entries, entries more than
+// MaxDepth levels below Home, input that is not zstd, a zstd window over
+// MaxWindow) fails with an error wrapping ErrMalformed; other failures are
+// environmental. Existing files are replaced (removed and created again,
+// never written through); other files are kept. Files, directories and
+// symlinks get the archive's mtimes, and a file's blocks of zeros become
+// holes (see holeBlock). Not transactional: on error, home may be partly
+// restored.
 //
 // r is read ahead in a goroutine of its own. A failure before the end of
 // r (a refusal, a failed write, ctx) is returned at once, without waiting
