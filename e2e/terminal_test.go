@@ -74,7 +74,9 @@ func handOver(t *testing.T, s *server, vector string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The runner, before the job can have done anything to it.
+	// The runner, before the job can have done anything to it (once the
+	// job's process is known: the run may answer while it starts).
+	fxEventually(t, 20*time.Second, "the job's pid in its record", func() bool { return s.getRecord(t, run.JobID).PID != nil })
 	runner := s.runnerPID(t, run.JobID)
 	pidfd, err := unix.PidfdOpen(runner, 0)
 	if err != nil {

@@ -46,6 +46,9 @@ func (s *Service) endLost(id string, pid int, cgroup string) error {
 		}
 	}
 	if pid > 0 {
+		if cgroup == "" {
+			s.awaitRunnerReaped(id)
+		}
 		if err := s.killGroupAndOrphans(pid); err != nil {
 			errs = append(errs, err)
 		}
@@ -57,6 +60,23 @@ func (s *Service) endLost(id string, pid int, cgroup string) error {
 		s.log.Info("lost job ended", "job", id, "pid", pid, "cgroup", cgroup)
 	}
 	return err
+}
+
+// awaitRunnerReaped waits, for at most lostKillWait, until the lost job's
+// runner, when it was ours, has been reaped. Without a cgroup its job's
+// processes are found as the children the server adopts, and a runner's
+// children are reparented to us only late in its exit, after its
+// descriptors closed (which is how its end was seen): a look before that
+// finds them still its children and passes them by.
+func (s *Service) awaitRunnerReaped(id string) {
+	row, err := s.st.Get(context.Background(), id)
+	if err != nil || row.RunnerPID <= 0 {
+		return
+	}
+	deadline := time.Now().Add(lostKillWait)
+	for s.isRunner(row.RunnerPID) && time.Now().Before(deadline) {
+		time.Sleep(lostRecheck)
+	}
 }
 
 // endLostRow ends what is left of the lost job of row.
