@@ -50,7 +50,11 @@ type Config struct {
 	// ForceIsolationFail is a test hook: every job's confinement fails
 	// with this message.
 	ForceIsolationFail string
+	// WorkspaceRoot is --workspace-root with its links resolved;
+	// WorkspaceRootGiven is the same as the operator wrote it (absolute),
+	// so a cwd named through either is found beneath the root.
 	WorkspaceRoot      string
+	WorkspaceRootGiven string
 
 	MaxRunning     int
 	MaxRuntime     time.Duration
@@ -241,11 +245,14 @@ type RunRequest struct {
 	// left for the caller to remove when the run fails before that.
 	ScriptPath string
 	Mode       string // "pty" or "stdio"
-	Cwd        string // absolute and clean, or "" for the server's $HOME
-	Env        map[string]string
-	Cols       int
-	Rows       int
-	SessionID  string
+	// Cwd is absolute, or "" for the server's $HOME. ".." is kept as
+	// given: it is resolved beneath the root the path names (dirs.go),
+	// never folded away by name.
+	Cwd       string
+	Env       map[string]string
+	Cols      int
+	Rows      int
+	SessionID string
 	// ReceivedAt is when the run request arrived (zero: when Run was
 	// called): the start of the time to the job's first instruction.
 	ReceivedAt time.Time
@@ -253,32 +260,6 @@ type RunRequest struct {
 	// and fingerprint (RunIdempotent), stored in the job's row.
 	IdempotencyKey string
 	IdempotencyFP  string
-}
-
-// homeWithin checks that a job's HOME lies within the workspace root. It
-// may not exist yet (the runner makes it): then its nearest existing
-// ancestor is resolved and the rest appended.
-func homeWithin(home, root string) error {
-	if !filepath.IsAbs(home) {
-		return errorf(ErrCwdNotAllowed, "HOME %q is not an absolute path inside the workspace root %q", home, root)
-	}
-	p, rest := filepath.Clean(home), ""
-	for {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = filepath.Join(real, rest)
-			break
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			break
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
-	}
-	if !Within(p, root) {
-		return errorf(ErrCwdNotAllowed, "HOME %q (really %q) is outside the workspace root %q", home, p, root)
-	}
-	return nil
 }
 
 // Within reports whether path is root or lies beneath it (both clean and
