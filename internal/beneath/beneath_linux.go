@@ -26,19 +26,33 @@ type Options struct {
 
 // OpenRoot opens path as a root, following links in it: the root is the
 // operator's choice (a Home that is a link to elsewhere stays usable),
-// what lies beneath it is not. The handle's real place is added to its
-// names, so an absolute link that names the root by either stays within it.
-func OpenRoot(path string) (Root, error) {
+// what lies beneath it is not. names are the root's names for matching
+// (see Root); nil means path and where the handle really is, found now.
+func OpenRoot(path string, names []string) (Root, error) {
 	path = filepath.Clean(path)
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return Root{FD: -1}, fmt.Errorf("open %s: %w", path, err)
 	}
-	r := Root{FD: fd, Names: []string{path}}
-	if real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && filepath.IsAbs(real) && real != path {
-		r.Names = append(r.Names, filepath.Clean(real))
+	if names == nil {
+		names = []string{path}
+		if real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && filepath.IsAbs(real) && real != path {
+			names = append(names, filepath.Clean(real))
+		}
 	}
-	return r, nil
+	return Root{FD: fd, Names: names}, nil
+}
+
+// RootNames are path's names as a root: path and, when it differs, where
+// its links lead (for a caller that opens the same root often and names
+// it once).
+func RootNames(path string) []string {
+	r, err := OpenRoot(path, nil)
+	if err != nil {
+		return []string{filepath.Clean(path)}
+	}
+	defer r.Close()
+	return r.Names
 }
 
 // FSRoot is "/" as a root, for paths that lie under no other root: only
@@ -246,40 +260,32 @@ func IDOf(fd int) (ID, error) {
 	return ID{Dev: st.Dev, Ino: st.Ino}, nil
 }
 
-// maxDepth bounds Chain: a path of PATH_MAX bytes has at most this many
-// components ("a/" each), so a deeper walk means something is wrong.
-const maxDepth = 4096 / 2
+// maxDepth bounds Chain: "../" repeated this often still fits in PATH_MAX
+// (4096), and no real directory is that deep; a deeper one is refused.
+const maxDepth = 4096/3 - 1
 
 // Chain is the identity of fd's directory and of every directory above it
-// up to the root of the filesystem (innermost first), found by opening
-// ".." from the handle, never by name: a bind mount or a link gives the
-// same answer as the real path. ".." of a mount's root is the directory
-// it is mounted on, so the chain crosses mounts.
+// up to the root of the filesystem (innermost first), found from the
+// handle by "..", "../..", … (one fstatat each, no descriptor made),
+// never by name: a bind mount or a link gives the same answer as the real
+// path. ".." of a mount's root is the directory it is mounted on, so the
+// chain crosses mounts.
 func Chain(fd int) ([]ID, error) {
 	id, err := IDOf(fd)
 	if err != nil {
 		return nil, err
 	}
 	chain := []ID{id}
-	cur := fd
-	defer func() {
-		if cur != fd {
-			unix.Close(cur)
-		}
-	}()
+	var up [3 * maxDepth]byte
+	n := 0
 	for range maxDepth {
-		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("open the parent: %w", err)
+		copy(up[n:], "../")
+		n += 3
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, string(up[:n-1]), &st, 0); err != nil {
+			return nil, fmt.Errorf("look at the directory %d levels above: %w", n/3, err)
 		}
-		if cur != fd {
-			unix.Close(cur)
-		}
-		cur = up
-		uid, err := IDOf(up)
-		if err != nil {
-			return nil, err
-		}
+		uid := ID{Dev: st.Dev, Ino: st.Ino}
 		if uid == chain[len(chain)-1] {
 			return chain, nil // "/.." is "/"
 		}

@@ -84,7 +84,7 @@ func layout(t *testing.T) (base, root, outside string) {
 
 func TestOpenBeneath(t *testing.T) {
 	_, root, outside := layout(t)
-	r, err := OpenRoot(root)
+	r, err := OpenRoot(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestOpenRootThroughALink(t *testing.T) {
 	if err := os.Symlink(alias+"/real", filepath.Join(root, "byalias")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenRoot(alias)
+	r, err := OpenRoot(alias, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestOpenNoLinks(t *testing.T) {
 // through a link that leads out.
 func TestOpenCreate(t *testing.T) {
 	_, root, outside := layout(t)
-	r, err := OpenRoot(root)
+	r, err := OpenRoot(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,8 @@ func (r *dirRoots) close() {
 
 // openRoots opens the server's Home and the workspace root (by their
 // configured names, following links: where they lead is the operator's
-// choice) and finds the state dir's ancestry, by its handle.
+// choice), at each request: a Home made again after the server started is
+// the one used.
 func (s *Service) openRoots() (_ *dirRoots, err error) {
 	r := &dirRoots{}
 	defer func() {
@@ -59,24 +60,19 @@ func (s *Service) openRoots() (_ *dirRoots, err error) {
 			r.close()
 		}
 	}()
-	if r.state, err = beneath.Chain(s.sd.FD()); err != nil {
-		return nil, errorf(ErrCwdNotAllowed, "cannot tell where the server's state dir %s lies (%v), so no cwd or HOME can be checked against it", s.stateReal, err)
-	}
+	r.state = s.stateChain
 	if s.cfg.Home != "" && filepath.IsAbs(s.cfg.Home) {
 		// A Home that cannot be opened is no root; a cwd under it then is
 		// resolved with no link followed, and a run with no cwd fails
 		// to open it below.
-		if h, err := beneath.OpenRoot(s.cfg.Home); err == nil {
+		if h, err := beneath.OpenRoot(s.cfg.Home, s.homeNames); err == nil {
 			r.list = append(r.list, h)
 		}
 	}
 	if ws := s.cfg.WorkspaceRoot; ws != "" {
-		w, err := beneath.OpenRoot(ws)
+		w, err := beneath.OpenRoot(ws, s.wsNames)
 		if err != nil {
 			return nil, errorf(ErrCwdNotAllowed, "workspace root %s: %v", ws, err)
-		}
-		if g := filepath.Clean(s.cfg.WorkspaceRootGiven); s.cfg.WorkspaceRootGiven != "" && g != w.Names[0] {
-			w.Names = append(w.Names, g)
 		}
 		r.list = append(r.list, w)
 		r.ws = &r.list[len(r.list)-1]
