@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/shellctl/shellctl/internal/client"
 )
 
@@ -93,6 +95,10 @@ func TestWallPlantedLinkInHomeIsNoCwd(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(outside, "newhome")); err == nil {
 		t.Error("a HOME was made through the planted link")
 	}
+	// The MCP tool shell_run is refused the same way.
+	pathsWantMCPRefused(t, s, map[string]any{"script": pathsAttack, "cwd": project}, project)
+	pathsWantMCPRefused(t, s, map[string]any{"script": pathsAttack, "cwd": "project"}, project)
+	pathsWantMCPRefused(t, s, map[string]any{"script": pathsAttack, "env": map[string]string{"HOME": project}}, project)
 
 	// ".." out of Home, by an absolute or a relative cwd, and through a
 	// link within Home that points above it.
@@ -233,4 +239,35 @@ func pathsBindState(t *testing.T, state, mnt string) string {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
 	return mnt
+}
+
+// pathsWantMCPRefused calls the MCP tool shell_run with args and wants a
+// tool error that says cwd_not_allowed and names every one of names.
+func pathsWantMCPRefused(t *testing.T, s *server, args map[string]any, names ...string) {
+	t.Helper()
+	ct := &sdk.StreamableClientTransport{Endpoint: s.URL + "/mcp", DisableStandaloneSSE: true, MaxRetries: -1}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "paths-test", Version: "0"}, nil).Connect(ctx(t), ct, nil)
+	if err != nil {
+		t.Fatalf("MCP connect: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx(t), &sdk.CallToolParams{Name: "shell_run", Arguments: args})
+	if err != nil {
+		t.Fatalf("shell_run %v: %v", args, err)
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	if !res.IsError || !strings.Contains(text.String(), "cwd_not_allowed") {
+		t.Errorf("MCP shell_run %v: error %v %q, want a cwd_not_allowed refusal", args, res.IsError, text.String())
+		return
+	}
+	for _, n := range names {
+		if !strings.Contains(text.String(), n) {
+			t.Errorf("MCP shell_run %v: the refusal %q does not name %s", args, text.String(), n)
+		}
+	}
 }
