@@ -271,3 +271,33 @@ func pathsWantMCPRefused(t *testing.T, s *server, args map[string]any, names ...
 		}
 	}
 }
+
+// A Home that is itself a link (an operator's /root -> /data/root) is the
+// operator's choice and keeps working, named by either path; beneath it
+// the rules hold: a link planted there still leads nowhere outside.
+func TestWallHomeThatIsALinkStillWorks(t *testing.T) {
+	isoRequireLandlock(t)
+	base := t.TempDir()
+	real := isoMkdir(t, filepath.Join(base, "data-home"))
+	home := filepath.Join(base, "home")
+	if err := os.Symlink(real, home); err != nil {
+		t.Fatal(err)
+	}
+	outside := isoOutsideDir(t)
+	s := startServer(t, serverOpts{home: home})
+	pathsPlant(t, s, "", "mkdir sub && ln -s \"$HOME\"/sub inner && ln -s "+isoShq(outside)+" project")
+	realResolved, _ := filepath.EvalSymlinks(real)
+	for _, cwd := range []string{"", home + "/sub", real + "/sub", home + "/inner", real + "/inner"} {
+		res, out := s.runDone(t, client.RunRequest{Script: "pwd -P", Mode: "stdio", Cwd: cwd})
+		want := realResolved + "/sub"
+		if cwd == "" {
+			want = realResolved
+		}
+		if code(res) != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("cwd %q under a Home that is a link: %d %q, want %s", cwd, code(res), out, want)
+		}
+	}
+	pathsWantRefused(t, s, "cwd through a planted link, Home a link", map[string]any{"cwd": home + "/project"}, home+"/project")
+	pathsWantRefused(t, s, "cwd through a planted link named by Home's real path", map[string]any{"cwd": real + "/project"}, "project")
+	pathsNoMarker(t, outside)
+}

@@ -288,12 +288,6 @@ type RunRequest struct {
 	IdempotencyFP  string
 }
 
-// Within reports whether path is root or lies beneath it (both clean and
-// absolute).
-func Within(path, root string) bool {
-	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
-}
-
 // NewID returns a fresh job id: 16 lowercase hex characters.
 func NewID() string {
 	var b [8]byte
