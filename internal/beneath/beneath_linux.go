@@ -109,6 +109,10 @@ func Open(r Root, asked, rel string, o Options) (*os.File, error) {
 	return walk(r, asked, rel, o)
 }
 
+// maxSteps bounds one walk: components of a path of PATH_MAX bytes plus
+// those maxLinks links may add, with room to spare.
+const maxSteps = 4 * 4096
+
 type frame struct {
 	fd   int
 	name string
@@ -136,8 +140,13 @@ func walk(r Root, asked, rel string, o Options) (_ *os.File, err error) {
 		return join(r.Name(), comps)
 	}
 	todo := split(rel)
-	links := 0
+	links, steps := 0, 0
 	for len(todo) > 0 {
+		// Bounded: a directory made for Create and removed again before
+		// it is opened (by a job racing us) must not keep us here.
+		if steps++; steps > maxSteps {
+			return nil, fmt.Errorf("%s: more than %d steps to resolve (a directory keeps vanishing?): %w", asked, maxSteps, unix.ELOOP)
+		}
 		c := todo[0]
 		todo = todo[1:]
 		cur := stack[len(stack)-1].fd
