@@ -200,9 +200,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if b.Cwd != nil && *b.Cwd != "" {
 		c := *b.Cwd
 		if !filepath.IsAbs(c) {
-			c = filepath.Join(s.Home, c)
+			// Not filepath.Join, which folds ".." away by name: the
+			// job service resolves it beneath Home, so "../etc" is
+			// refused as leaving Home rather than taken as /etc.
+			c = s.Home + "/" + c
 		}
-		req.Cwd = filepath.Clean(c)
+		req.Cwd = c
 	}
 	if spool != nil {
 		path, err := spool.finish()

@@ -119,6 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.InheritEnv != "all" && cfg.InheritEnv != "none" {
 		return nil, fmt.Errorf("--inherit-env %q is not one of all, none", cfg.InheritEnv)
 	}
+	var workspaceGiven string
 	if cfg.WorkspaceRoot != "" {
 		abs, err := filepath.Abs(cfg.WorkspaceRoot)
 		if err != nil {
@@ -129,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--workspace-root %q: %w", cfg.WorkspaceRoot, err)
 		}
-		cfg.WorkspaceRoot = filepath.Clean(real)
+		cfg.WorkspaceRoot, workspaceGiven = filepath.Clean(real), abs
 	}
 	if err := cfg.checkLimits(); err != nil {
 		return nil, err
@@ -185,6 +186,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Policy:             policy,
 		ForceIsolationFail: cfg.Getenv("SHELLCTL_TEST_FORCE_ISOLATION_FAILURE"),
 		WorkspaceRoot:      cfg.WorkspaceRoot,
+		WorkspaceRootGiven: workspaceGiven,
 		MaxRunning:         cfg.MaxRunningJobs,
 		WarmRunners:        cfg.WarmRunners,
 		MaxRuntime:         cfg.MaxJobRuntime,
