@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestMCPToken(t *testing.T) {
+func TestClientToken(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tok")
 	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
@@ -33,16 +33,16 @@ func TestMCPToken(t *testing.T) {
 		if c.noEnvFile {
 			delete(env, envTokenFile)
 		}
-		got, err := mcpToken(c.flag, c.file, getenv)
+		got, err := clientToken(c.flag, c.file, getenv)
 		if err != nil || got != c.want {
-			t.Errorf("mcpToken(%q, %q) = %q, %v; want %q", c.flag, c.file, got, err, c.want)
+			t.Errorf("clientToken(%q, %q) = %q, %v; want %q", c.flag, c.file, got, err, c.want)
 		}
 	}
 	var ue *usageError
-	if _, err := mcpToken("a", file, getenv); !errors.As(err, &ue) {
+	if _, err := clientToken("a", file, getenv); !errors.As(err, &ue) {
 		t.Errorf("both flags: %v, want a usage error", err)
 	}
-	if _, err := mcpToken("", filepath.Join(dir, "missing"), getenv); err == nil || !strings.Contains(err.Error(), "--token-file") {
+	if _, err := clientToken("", filepath.Join(dir, "missing"), getenv); err == nil || !strings.Contains(err.Error(), "--token-file") {
 		t.Errorf("a missing token file: %v, want an error naming --token-file", err)
 	}
 }
