@@ -128,31 +128,42 @@ const tailChunk = 64 << 10
 
 // tailOffset is the offset at which the last n lines of channel begin,
 // of its first size bytes: read backwards a chunk at a time by the stream
-// (byte-exact offsets), so a long log is not read whole. A last line
-// without its newline counts as a line. A server without the stream route
-// has no byte-exact way to read backwards: an error that says so.
+// (byte-exact offsets), so a long log is not read whole. A server without
+// the stream route has no byte-exact way to read backwards: an error that
+// says so.
 func tailOffset(ctx context.Context, c *client.Client, id, channel string, size int64, n int) (int64, error) {
+	off, err := lastLinesStart(size, n, tailChunk, func(from, to int64) ([]byte, error) {
+		var buf bytes.Buffer
+		if err := pageStream(ctx, c, id, channel, &sink{w: &buf, offset: from}, to); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	})
+	if err != nil && noStreamRoute(err) {
+		return 0, fmt.Errorf("--tail needs the server's stream route (GET /v1/jobs/{id}/stream), which the server at %s does not have: use --since-offset N instead", theClientFlags.resolved)
+	}
+	return off, err
+}
+
+// lastLinesStart is the offset at which the last n lines of a log of size
+// bytes begin, reading it backwards chunk bytes at a time by read
+// (which may give more than asked; the rest is cut). A last line without
+// its newline counts as a line.
+func lastLinesStart(size int64, n int, chunk int64, read func(from, to int64) ([]byte, error)) (int64, error) {
 	if n == 0 {
 		return size, nil
 	}
-	end := size
-	var counter lineCounter
-	counter.n = n
-	for end > 0 {
-		from := max(0, end-tailChunk)
-		var buf bytes.Buffer
-		s := &sink{w: &buf, offset: from}
-		if err := pageStream(ctx, c, id, channel, s, end); err != nil {
-			if noStreamRoute(err) {
-				return 0, fmt.Errorf("--tail needs the server's stream route (GET /v1/jobs/{id}/stream), which the server at %s does not have: use --since-offset N instead", theClientFlags.resolved)
-			}
+	counter := lineCounter{n: n}
+	for end := size; end > 0; {
+		from := max(0, end-chunk)
+		b, err := read(from, end)
+		if err != nil {
 			return 0, err
 		}
-		chunk := buf.Bytes()
-		if int64(len(chunk)) > end-from {
-			chunk = chunk[:end-from]
+		if int64(len(b)) > end-from {
+			b = b[:end-from]
 		}
-		if i, ok := counter.back(chunk, end == size); ok {
+		if i, ok := counter.back(b, end == size); ok {
 			return from + int64(i), nil
 		}
 		end = from

@@ -178,16 +178,20 @@ func envOf(vals []string, lookup func(string) (string, bool)) (map[string]string
 	return env, nil
 }
 
-// startFailure is run -d's answer for a job that could not start: exit
-// 125 with the record's message (the job ended failed, or without ever
-// having started). A job that ran and ended by itself already is no
-// failure of run's.
+// startFailure is run -d's answer for a job whose script never ran: exit
+// 125 with the record's message. Such a job ended failed, without having
+// started, or with a reason that says its script was never reached
+// (start_failed: its program could not be executed, with 126 or 127;
+// isolation_failed: its confinement could not be set up, with 125). A job
+// that ran and ended by itself already is no failure of run's.
 func startFailure(ctx context.Context, c *client.Client, id string) error {
 	rec, err := c.Record(ctx, id)
 	if err != nil {
 		return err
 	}
-	if !rec.Done || (rec.Status != "failed" && rec.StartedAt != nil) {
+	neverRan := rec.Status == "failed" || rec.StartedAt == nil ||
+		(rec.Reason != nil && (*rec.Reason == "start_failed" || *rec.Reason == "isolation_failed"))
+	if !rec.Done || !neverRan {
 		return nil
 	}
 	msg := fmt.Sprintf("job %s could not start (%s)", id, rec.Status)
