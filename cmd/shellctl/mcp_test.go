@@ -14,3 +14,18 @@ func TestMCPHelpListsEveryTool(t *testing.T) {
 		}
 	}
 }
+
+// `shellctl version` and `--version` print the link-time version.
+func TestVersionVerb(t *testing.T) {
+	root := rootCmd()
+	if root.Version == "" {
+		t.Fatal("the root command has no version: --version would not exist")
+	}
+	found := false
+	for _, c := range root.Commands() {
+		found = found || c.Name() == "version"
+	}
+	if !found {
+		t.Fatal("no version verb")
+	}
+}

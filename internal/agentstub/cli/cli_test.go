@@ -140,3 +140,35 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+func TestEscapeUnsafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain path/a b.txt":       "plain path/a b.txt",
+		`back\slash`:               `back\slash`,
+		"café ✓":                   "café ✓",
+		"osc\x1b]52;c;aGk=\x07end": `osc\x1b]52;c;aGk=\x07end`,
+		"nl\ncr\rtab\t":            `nl\ncr\rtab\t`,
+		"del\x7f c1\u009b":         `del\x7f c1\x9b`,
+		"bidi\u202eoverride":       `bidi\u202eoverride`,
+		"bad\x9b\xffutf8":          `bad\x9b\xffutf8`,
+	} {
+		if got := escapeUnsafe(in); got != want {
+			t.Errorf("escapeUnsafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"report.pdf":            "report.pdf",
+		"evil\n\x1b]52;c;x\x07": "evil__]52;c;x_",
+		"bad\x9b\xff.txt":       "bad__.txt",
+		"rlo\u202etxt.exe":      "rlo_txt.exe",
+		"ünïcode ✓.txt":         "ünïcode ✓.txt",
+	} {
+		if got := safeFileName(in); got != want {
+			t.Errorf("safeFileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// What the backend says in an error reaches stderr escaped.
+	if got := oneLine("HTTP 403:\n\x1b]52;c;aGk=\x07 forbidden"); got != `HTTP 403: \x1b]52;c;aGk=\x07 forbidden` {
+		t.Errorf("oneLine: %q", got)
+	}
+}
