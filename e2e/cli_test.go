@@ -161,8 +161,9 @@ func TestCLIMakeRunCleanEnvironment(t *testing.T) {
 			t.Errorf("a job under make run sees %s…:\n%s", bad, r.stdout)
 		}
 	}
-	if !strings.Contains(r.stdout, "HOME="+home) {
-		t.Errorf("the job's HOME is not the caller's Home %s:\n%s", home, r.stdout)
+	// make run's Home is a sandbox under the checkout, never the caller's.
+	if sandbox := filepath.Join(work, ".run", "home"); !strings.Contains(r.stdout, "HOME="+sandbox+"\n") || strings.Contains(r.stdout, "HOME="+home+"\n") {
+		t.Errorf("the job's HOME is not make run's sandbox %s:\n%s", sandbox, r.stdout)
 	}
 }
 
