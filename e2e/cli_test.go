@@ -850,7 +850,7 @@ func TestCLIReadmeExamples(t *testing.T) {
 		`(?m)^ID +STATUS +EXIT +MODE +AGE +COMMAND$`,
 		`(?m)^tick 1\ntick 2\ntick 3\n0\n\{`, // logs -f, then wait's 0, then the record
 		`hi ada`, `(?m)^ended by SIGINT: 130$`,
-		`(?m)^hi ada\n[0-9a-f]{16} exited 0\n`, // logs --tail 1, then ps -a --format's newest row
+		`(?m)^hi ada\n[0-9a-f]{16} exited 0\n`,                                       // logs --tail 1, then ps -a --format's newest row
 		`(?m)^screen 200x50 cursor 49,\d+ alt-screen\n52\n(?:.*\n){47}100\n\(END\)$`, // keys G in less (no terminal: 200x50)
 		`(?m)^screen 200x50 cursor \d+,\d+ main-screen$`,                             // keys q
 	} {
