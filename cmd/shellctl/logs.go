@@ -14,7 +14,7 @@ import (
 
 func logsCmd(cf *clientFlags) *cobra.Command {
 	var follow, stderr bool
-	since := optOffset{v: -1}
+	var since optOffset
 	tail := tailLines{n: -1}
 	c := &cobra.Command{
 		Use:   "logs [-f] [--tail N] [--stderr] [--since-offset N] JOB_ID",
@@ -45,7 +45,14 @@ end, then collected with their output: logs of such a job is job_not_found.`,
 			ctx := cmd.Context()
 			id := args[0]
 			rec, err := c.Record(ctx, id)
-			if err != nil {
+			noRecord := err != nil && noStreamRoute(err) && follow && tail.n < 0
+			switch {
+			case noRecord:
+				// A server without the record route (the original's API):
+				// -f follows the output from the start or --since-offset,
+				// by its wait route, as before logs read the record.
+				rec = &client.Record{}
+			case err != nil:
 				return err
 			}
 			// The streams to print: output on stdout, and a stdio job's
@@ -69,7 +76,7 @@ end, then collected with their output: logs of such a job is job_not_found.`,
 			for _, st := range streams {
 				switch {
 				case since.set:
-					if since.v > st.size {
+					if !noRecord && since.v > st.size {
 						return &usageError{fmt.Sprintf("--since-offset %d is past the end of job %s's %s (%d bytes)", since.v, id, st.channel, st.size)}
 					}
 					st.s.offset = since.v
