@@ -347,12 +347,41 @@ var errorCodes = []struct {
 	{jobs.ErrChannelUnsupported, http.StatusConflict, "channel_unsupported"},
 }
 
+// gcNote follows the message of a job_not_found for a well-formed id: a
+// finished job is removed after the retention, and a client that kept its
+// id longer is told why (only the message grows; the envelope's keys stay).
+func gcNote(retention time.Duration) string {
+	if retention <= 0 {
+		return ""
+	}
+	return " (finished jobs are collected " + shortDuration(retention) + " after they end: the server's --gc-retention)"
+}
+
+// shortDuration writes d as 5m, 90s or 1h30m rather than 5m0s.
+func shortDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.String()
+	}
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // writeErr turns a service error into its status and code; an error of no
 // known kind is a 500 (and is logged).
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	for _, e := range errorCodes {
 		if errors.Is(err, e.kind) {
-			httperr.Write(w, e.status, e.code, err.Error())
+			msg := err.Error()
+			if e.kind == jobs.ErrNotFound && s.Jobs != nil {
+				msg += gcNote(s.Jobs.GCRetention())
+			}
+			httperr.Write(w, e.status, e.code, msg)
 			return
 		}
 	}
