@@ -69,6 +69,9 @@ const (
 	stepNoNewPrivs
 	stepRestrict // landlock_restrict_self
 	stepExec
+	// stepWalls plus a step of walls_linux.go: the job's capabilities
+	// and its seccomp filter, after its Landlock domain.
+	stepWalls = 32
 )
 
 // childPlan is everything the child needs, made before the clone. The
@@ -80,6 +83,7 @@ type childPlan struct {
 	cwd                   uintptr // the job's working directory, a handle
 	ruleset               int     // the job's Landlock ruleset; -1: no domain
 	report                uintptr // the write end of the failure pipe
+	walls                 *wallPlan // capabilities and seccomp; nil: none
 	earlyCode             uintptr // != 0: exit with this code at once
 	prog                  *byte
 	argv, envv            **byte
@@ -173,6 +177,13 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 		} else {
 			plan.ruleset = rs
 			defer unix.Close(rs)
+			if wp, err := planWalls(&cfg.Walls); err != nil {
+				applied.Enabled, applied.Error = false, err.Error()
+				setEarly(ExitSetupFailed, err)
+			} else {
+				plan.walls = wp
+				wp.applied(&cfg.Walls, &applied)
+			}
 		}
 		appliedJSON = string(appendApplied(nil, &applied))
 	}
@@ -214,6 +225,11 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 		args.flags |= unix.CLONE_INTO_CGROUP
 		args.cgroup = uint64(cgroupFD)
 	}
+	if cfg.Walls.NewIPC && early == nil {
+		// The job's own SysV IPC and POSIX message queues: made by the
+		// clone itself, no system call more in the child.
+		args.flags |= unix.CLONE_NEWIPC
+	}
 	pid, errno := startChild(plan, args)
 	unix.Close(pipe[1])
 	runtime.KeepAlive(plan)
@@ -249,6 +265,11 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 		case stepDup, stepGroup, stepForeground, stepSession, stepChdir, stepCloexec:
 			appliedJSON = noneApplied // failed before anything confined it
 		case stepNoNewPrivs, stepRestrict:
+			applied.Enabled, applied.Error = false, st.Err.Error()
+			applied.Capabilities, applied.Seccomp = nil, "" // not reached
+			appliedJSON = string(appendApplied(nil, &applied))
+		}
+		if step > stepWalls && step < stepWalls+uint32(len(wallStepWhat)) {
 			applied.Enabled, applied.Error = false, st.Err.Error()
 			appliedJSON = string(appendApplied(nil, &applied))
 		}
@@ -295,6 +316,8 @@ func stepFailure(cfg *JobConfig, prog string, step int, e syscall.Errno, early e
 			code = ExitNotFound
 		}
 		return code, fmt.Errorf("exec %s: %w", prog, e)
+	case step > stepWalls && step < stepWalls+len(wallStepWhat):
+		return ExitSetupFailed, wallFailure(uintptr(step-stepWalls), e)
 	case step > 0 && step < len(stepWhat) && stepWhat[step] != "":
 		return ExitSetupFailed, fmt.Errorf("%s: %w", stepWhat[step], e)
 	}
@@ -408,6 +431,12 @@ func childMain(p *childPlan) {
 		}
 		if _, _, e = syscall.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(p.ruleset), 0, 0); e != 0 {
 			childFail(p, stepRestrict, e)
+		}
+	}
+	if p.walls != nil {
+		// Capabilities cut and the seccomp filter, last before execve.
+		if step, e := applyWalls(p.walls); e != 0 {
+			childFail(p, stepWalls+step, e)
 		}
 	}
 	// Every signal disposition back to its default while every signal is
