@@ -83,7 +83,6 @@ type childPlan struct {
 	cwd                   uintptr // the job's working directory, a handle
 	ruleset               int     // the job's Landlock ruleset; -1: no domain
 	report                uintptr // the write end of the failure pipe
-	walls                 *wallPlan // capabilities and seccomp; nil: none
 	earlyCode             uintptr // != 0: exit with this code at once
 	prog                  *byte
 	argv, envv            **byte
@@ -91,6 +90,8 @@ type childPlan struct {
 	busyPause             syscall.Timespec
 	noSignals             uint64          // the empty signal set
 	dfl                   kernelSigaction // SIG_DFL, no flags, empty mask
+
+	walls *wallPlan // capabilities and the seccomp filter; nil: none
 }
 
 // cloneArgs is struct clone_args up to its cgroup field (clone3(2)).
