@@ -80,26 +80,19 @@ func planWalls(w *Walls) (*wallPlan, error) {
 		inh := uint64(cur[0].Inheritable) | uint64(cur[1].Inheritable)<<32
 		keep := w.KeepCaps
 		if eff&(1<<unix.CAP_SETPCAP) != 0 {
-			// Every capability the kernel knows (PR_CAPBSET_READ says
-			// EINVAL past the last) that is in the bounding set and not
-			// kept.
-			var bset uint64
-			for c := 0; c < maxCaps; c++ {
-				r, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0)
-				if err != nil {
-					break
-				}
-				if r == 1 {
-					bset |= 1 << c
-				}
-			}
-			for c := 0; c < maxCaps; c++ {
-				if bset&(1<<c) != 0 && keep&(1<<c) == 0 {
+			// Every capability the kernel knows that is not kept: a drop
+			// of one already out of the set is no error, one past the
+			// kernel's last is (EINVAL).
+			last := lastCap()
+			for c := 0; c <= last; c++ {
+				if keep&(1<<c) == 0 {
 					p.drop[p.dropN] = uint8(c)
 					p.dropN++
 				}
 			}
-			keep &= bset
+			if last < maxCaps-1 {
+				keep &= 1<<(last+1) - 1
+			}
 		}
 		// Only what is held can be kept; the inheritable set may only
 		// take what was inheritable or permitted.
@@ -128,6 +121,28 @@ func planWalls(w *Walls) (*wallPlan, error) {
 		p.fprog = &unix.SockFprog{Len: uint16(n), Filter: &p.filter[0]}
 	}
 	return p, nil
+}
+
+// lastCap is the highest capability number the kernel knows: the one
+// PR_CAPBSET_READ still answers, looked for from the last this build
+// names (a few calls, where reading /proc/sys/kernel/cap_last_cap would
+// be an open, a read and a close).
+func lastCap() int {
+	known := func(c int) bool {
+		_, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0)
+		return err == nil
+	}
+	c := len(capNames) - 1
+	if known(c) {
+		for c+1 < maxCaps && known(c+1) {
+			c++
+		}
+		return c
+	}
+	for c > 0 && !known(c) {
+		c--
+	}
+	return c
 }
 
 // applied fills in a what the plan applies once applyWalls succeeded.
