@@ -158,3 +158,40 @@ func TestStageWallsFailClosed(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStartWalls is a confined start with each wall added in turn:
+// what the capabilities, the filter and the IPC namespace cost a job.
+func BenchmarkStartWalls(b *testing.B) {
+	if _, _, err := detectABI(); err != nil {
+		b.Skipf("Landlock not available: %v", err)
+	}
+	prog, err := seccomp.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	devNull, _ := os.Open(os.DevNull)
+	defer devNull.Close()
+	for _, c := range []struct {
+		name  string
+		walls Walls
+	}{
+		{"none", Walls{}},
+		{"caps", Walls{LimitCaps: true, KeepCaps: DefaultCapMask()}},
+		{"caps+allow-only-filter", Walls{LimitCaps: true, KeepCaps: DefaultCapMask(), Seccomp: []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f}}},
+		{"caps+seccomp", Walls{LimitCaps: true, KeepCaps: DefaultCapMask(), Seccomp: prog}},
+		{"caps+seccomp+ipc", Walls{LimitCaps: true, KeepCaps: DefaultCapMask(), Seccomp: prog, NewIPC: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := JobConfig{Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: dir, Home: dir, Policy: DefaultPolicy(), Walls: c.walls}
+			for b.Loop() {
+				st := startJob(b, &cfg, [3]*os.File{devNull, devNull, devNull})
+				if st.PID == 0 {
+					b.Fatal(st.Err)
+				}
+				var ws syscall.WaitStatus
+				syscall.Wait4(st.PID, &ws, 0, nil)
+			}
+		})
+	}
+}

@@ -15,9 +15,11 @@
 package seccomp
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 
 	libseccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -115,17 +117,9 @@ func Default() ([]byte, error) {
 	return b, nil
 }
 
-// Instructions is the filter for the architecture this program was built
-// for (amd64 or arm64: the library numbers the calls from its table for
-// runtime.GOARCH): a system call of another architecture (i386 through
-// int 0x80, x32, arm32) kills the process; clone3 answers ENOSYS (its flags are in memory, which a
-// filter cannot read: the C library then falls back to clone, whose flags
-// are checked); the rest as the package says. Anything else is allowed.
-func Instructions() ([]bpf.Instruction, error) {
-	info, err := arch.GetInfo(runtime.GOARCH)
-	if err != nil || (info != arch.X86_64 && info != arch.AARCH64) {
-		return nil, fmt.Errorf("the job's seccomp filter is built for amd64 and arm64, not %s: start the server with --job-seccomp=off", runtime.GOARCH)
-	}
+// policyGroups are the filter's calls, conditions and actions for info's
+// table, in the library's terms.
+func policyGroups(info *arch.Info) []libseccomp.SyscallGroup {
 	names := Names(info, Denied)
 	pid0 := func(name string) libseccomp.NameWithConditions {
 		c := libseccomp.ArgumentConditions{{Argument: 0, Operation: libseccomp.NotEqual, Value: 0}}
@@ -159,37 +153,165 @@ func Instructions() ([]bpf.Instruction, error) {
 		{Name: "clone", Conditions: libseccomp.ArgumentConditions{{Argument: 0, Operation: libseccomp.BitsSet, Value: cloneNamespaces}}},
 		{Name: "unshare", Conditions: libseccomp.ArgumentConditions{{Argument: 0, Operation: libseccomp.BitsSet, Value: unshareNamespaces}}},
 	}
-	policy := libseccomp.Policy{
-		DefaultAction: libseccomp.ActionAllow,
-		Syscalls: []libseccomp.SyscallGroup{
-			{Action: libseccomp.ActionErrno, Names: names},
-			{Action: libseccomp.ActionErrno, NamesWithCondtions: selfOnly},
-			{Action: libseccomp.ActionErrno, NamesWithCondtions: namespaces},
-			{Action: libseccomp.ActionErrno | libseccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
-		},
+	return []libseccomp.SyscallGroup{
+		{Action: libseccomp.ActionErrno, Names: names},
+		{Action: libseccomp.ActionErrno, NamesWithCondtions: selfOnly},
+		{Action: libseccomp.ActionErrno, NamesWithCondtions: namespaces},
+		{Action: libseccomp.ActionErrno | libseccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
 	}
-	body, err := policy.Assemble()
+}
+
+// Instructions is the filter for the architecture this program was built
+// for (amd64 or arm64: the library numbers the calls from its table for
+// runtime.GOARCH): a system call of another architecture (i386 through
+// int 0x80, x32, arm32) kills the process; clone3 answers ENOSYS (its
+// flags are in memory, which a filter cannot read: the C library then
+// falls back to clone, whose flags are checked); the rest as the package
+// says. Anything else is allowed.
+func Instructions() ([]bpf.Instruction, error) {
+	info, err := arch.GetInfo(runtime.GOARCH)
+	if err != nil || (info != arch.X86_64 && info != arch.AARCH64) {
+		return nil, fmt.Errorf("the job's seccomp filter is built for amd64 and arm64, not %s: start the server with --job-seccomp=off", runtime.GOARCH)
+	}
+	body, err := searchTree(info, policyGroups(info))
 	if err != nil {
 		return nil, fmt.Errorf("build the job's seccomp filter: %w", err)
 	}
-	// Our own head, before the library's: its check of the architecture
-	// lets another one through to the default action (allow here), and it
-	// answers x32 calls ENOSYS. Another architecture's table, or x32, is
-	// a way around every name above: the process is killed.
+	// The head: another architecture's table, or x32, is a way around
+	// every name above: the process is killed.
 	kill := bpf.RetConstant{Val: uint32(libseccomp.ActionKillProcess)}
 	head := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: offArch, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
 		kill,
+		bpf.LoadAbsolute{Off: offNr, Size: 4},
 	}
 	if info == arch.X86_64 {
 		head = append(head,
-			bpf.LoadAbsolute{Off: offNr, Size: 4},
 			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
 			kill,
 		)
 	}
-	return append(head, body...), nil
+	insts := append(head, body...)
+	if len(insts) > maxShortProgram {
+		return nil, fmt.Errorf("build the job's seccomp filter: %d instructions, more than the %d every jump can span", len(insts), maxShortProgram)
+	}
+	return insts, nil
+}
+
+// maxShortProgram bounds the filter so that every conditional jump in it is
+// short (a BPF conditional jump skips at most 255 instructions): the
+// library's rewriting of long jumps is then never needed.
+const maxShortProgram = 256
+
+// leafSize is how many calls a leaf of the search tree compares one by one.
+const leafSize = 4
+
+// searchTree assembles groups (their actions, their calls and argument
+// conditions) as a binary search on the call's number, with the library's
+// label assembler, rather than the library's one comparison after another
+// (Policy.Assemble). The kernel runs the filter over every call number when
+// it installs it, to cache the calls it always allows: that costs each job
+// in proportion to the comparisons an allowed call passes through, about
+// 80 one by one, 10 here. The program expects the call's number in the
+// accumulator.
+func searchTree(info *arch.Info, groups []libseccomp.SyscallGroup) ([]bpf.Instruction, error) {
+	p := libseccomp.NewProgram()
+	allow := p.NewLabel()
+	type entry struct {
+		call   libseccomp.SyscallWithConditions
+		action libseccomp.Label
+	}
+	var entries []entry
+	labels := map[libseccomp.Action]libseccomp.Label{}
+	var actions []libseccomp.Action
+	seen := map[uint32]bool{}
+	for _, g := range groups {
+		l, ok := labels[g.Action]
+		if !ok {
+			l = p.NewLabel()
+			labels[g.Action] = l
+			actions = append(actions, g.Action)
+		}
+		add := func(name string, c libseccomp.ArgumentConditions) error {
+			n, ok := info.SyscallNames[name]
+			if !ok {
+				return fmt.Errorf("%s has no system call %s", info.Name, name)
+			}
+			nr := uint32(n)
+			for i := range entries {
+				if entries[i].call.Num == nr && c != nil && entries[i].call.Conditions != nil && entries[i].action == l {
+					entries[i].call.Conditions = append(entries[i].call.Conditions, c)
+					return nil
+				}
+			}
+			if seen[nr] {
+				return fmt.Errorf("%s is in the filter twice", name)
+			}
+			seen[nr] = true
+			e := entry{call: libseccomp.SyscallWithConditions{Num: nr}, action: l}
+			if c != nil {
+				e.call.Conditions = []libseccomp.ArgumentConditions{c}
+			}
+			entries = append(entries, e)
+			return nil
+		}
+		for _, n := range g.Names {
+			if err := add(n, nil); err != nil {
+				return nil, err
+			}
+		}
+		for _, nc := range g.NamesWithCondtions {
+			if err := add(nc.Name, nc.Conditions); err != nil {
+				return nil, err
+			}
+		}
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.call.Num, b.call.Num) })
+	var tree func(es []entry)
+	tree = func(es []entry) {
+		if len(es) > leafSize {
+			mid := len(es) / 2
+			right := p.NewLabel()
+			p.JmpIfTrue(bpf.JumpGreaterOrEqual, es[mid].call.Num, right)
+			tree(es[:mid])
+			p.SetLabel(right)
+			tree(es[mid:])
+			return
+		}
+		// Every path of a leaf ends in a jump: to an action, or to allow.
+		for i, e := range es {
+			last := i == len(es)-1
+			next := allow
+			if !last {
+				next = p.NewLabel()
+			}
+			if len(e.call.Conditions) == 0 {
+				p.JmpIf(bpf.JumpEqual, e.call.Num, e.action, next)
+			} else {
+				// The number matched: no other call of the tree can, so
+				// conditions that do not hold allow the call (the
+				// accumulator then holds an argument, never compared
+				// with a number again). The library's own check of the
+				// number comes first, always true here.
+				cond := p.NewLabel()
+				p.JmpIf(bpf.JumpEqual, e.call.Num, cond, next)
+				p.SetLabel(cond)
+				e.call.Assemble(&p, false, e.action, allow)
+			}
+			if !last {
+				p.SetLabel(next)
+			}
+		}
+	}
+	tree(entries)
+	for _, a := range actions {
+		p.SetLabel(labels[a])
+		p.Ret(a)
+	}
+	p.SetLabel(allow)
+	p.Ret(libseccomp.ActionAllow)
+	return p.Assemble()
 }
 
 // Names are those of list that info's table has (x86-64 has umount2 and
