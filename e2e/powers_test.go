@@ -167,7 +167,7 @@ func buildPowers(t *testing.T, dir string) string {
 	}
 	bin := filepath.Join(dir, "powers")
 	src, _ := filepath.Abs("testdata/powers.c")
-	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(cc, "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Skipf("cannot build the powers helper here (%v): %s", err, out)
 	}
 	return bin
@@ -177,8 +177,8 @@ func buildPowers(t *testing.T, dir string) string {
 // (unshare or clone), use keyrings, load BPF, open perf events, mount,
 // set the clock, make a userfaultfd, load modules, reboot or open files by
 // handle: every call fails with EPERM; clone3 answers ENOSYS (so the C
-// library falls back to clone, whose flags are checked); an x32 call kills
-// the process. (On a server without the walls, every one of them worked.)
+// library falls back to clone, whose flags are checked: posix_spawn and
+// pthread_create still work); an x32 call kills the process. (On a server without the walls, every one of them worked.)
 func TestPowersRootJobCannotAdministerTheMachine(t *testing.T) {
 	powersRequireRoot(t)
 	work := t.TempDir()
@@ -191,7 +191,7 @@ func TestPowersRootJobCannotAdministerTheMachine(t *testing.T) {
 		"sethostname": "EPERM", "unshare_user": "EPERM", "unshare_net": "EPERM", "clone_user": "EPERM",
 		"clone3": "ENOSYS", "add_key": "EPERM", "keyctl": "EPERM", "bpf": "EPERM", "perf_event_open": "EPERM",
 		"mount": "EPERM", "settimeofday": "EPERM", "userfaultfd": "EPERM", "init_module": "EPERM", "reboot": "EPERM",
-		"open_by_handle_at": "EPERM", "getpid": "0",
+		"open_by_handle_at": "EPERM", "getpid": "0", "posix_spawn": "0", "pthread_create": "0",
 	}
 	if _, err := os.Stat("/proc/sys/abi"); err == nil && strings.Contains(runtimeArch(), "x86_64") {
 		want["x32"] = "signal31" // SIGSYS: killed

@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +70,9 @@ static long do_clone3(void) {
 		waitpid(r, 0, 0);
 	return r;
 }
+extern char **environ;
+static void *thread_main(void *a) { return a; }
+
 #ifdef __x86_64__
 static long do_x32(void) { return syscall(0x40000000 | SYS_getpid); }
 #endif
@@ -100,6 +105,21 @@ int main(int argc, char **argv) {
 	show("reboot", syscall(SYS_reboot, 0, 0, 0, 0));
 	show("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, 0, 0));
 	show("getpid", getpid());
+	/* The C library's clone3 gets ENOSYS and falls back to clone: a new
+	 * process and a thread still start. */
+	pid_t pid;
+	char *targv[] = {"true", 0};
+	int r = posix_spawn(&pid, "/bin/true", 0, 0, targv, environ);
+	int st = -1;
+	if (r == 0)
+		waitpid(pid, &st, 0);
+	printf("posix_spawn=%d\n", r == 0 && st == 0 ? 0 : r ? r : st);
+	pthread_t t;
+	r = pthread_create(&t, 0, thread_main, 0);
+	if (r == 0)
+		pthread_join(t, 0);
+	printf("pthread_create=%d\n", r);
+	fflush(stdout);
 #ifdef __x86_64__
 	in_child("x32", do_x32);
 #endif
