@@ -49,8 +49,10 @@ var Denied = []string{
 	// the machine's clock and names
 	"settimeofday", "clock_settime", "clock_adjtime", "stime",
 	"sethostname", "setdomainname",
-	// files by handle, past every path rule
-	"open_by_handle_at", "name_to_handle_at",
+	// files by handle, past every path rule (name_to_handle_at, which only
+	// makes a handle and tells a mount's id, stays: util-linux and systemd
+	// tools use it)
+	"open_by_handle_at",
 	// io_uring: its requests are not system calls a filter sees
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
 	// another process's memory advice by pidfd (the filter cannot tell a
