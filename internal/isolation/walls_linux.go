@@ -192,8 +192,11 @@ func applyWalls(p *wallPlan) (uintptr, syscall.Errno) {
 
 // wallFailure is the error of a wall step that failed with e.
 func wallFailure(step uintptr, e syscall.Errno) error {
-	if step > 0 && int(step) < len(wallStepWhat) {
-		return fmt.Errorf("%s: %w", wallStepWhat[step], e)
+	switch {
+	case step == wallStepNNP || step == wallStepSeccomp:
+		return fmt.Errorf("%s: %w (a kernel without seccomp filters: start the server with --job-seccomp=off)", wallStepWhat[step], e)
+	case step > 0 && int(step) < len(wallStepWhat):
+		return fmt.Errorf("%s: %w (start the server with another --job-capabilities)", wallStepWhat[step], e)
 	}
 	return fmt.Errorf("apply the job's walls: unknown step %d: %w", step, e)
 }

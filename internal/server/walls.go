@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,9 @@ func jobWalls(cfg *Config) (isolation.Walls, error) {
 		if err != nil {
 			return w, err
 		}
+		if err := seccompFiltersWork(); err != nil {
+			return w, fmt.Errorf("--job-seccomp default: this kernel cannot filter a job's system calls (%v): give --job-seccomp=off to run jobs without the filter", err)
+		}
 		w.Seccomp = prog
 	case "off":
 	default:
@@ -39,6 +43,20 @@ func jobWalls(cfg *Config) (isolation.Walls, error) {
 	// IPC objects and POSIX message queues are no other job's.
 	w.NewIPC = holdsSysAdmin()
 	return w, nil
+}
+
+// seccompFiltersWork asks the kernel whether a filter may return the
+// actions the job's filter returns (SECCOMP_GET_ACTION_AVAIL, Linux 4.14):
+// so a kernel without seccomp filters stops the server at its start
+// rather than every job at its own.
+func seccompFiltersWork() error {
+	for _, action := range []uint32{unix.SECCOMP_RET_KILL_PROCESS, unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_ALLOW} {
+		a := action
+		if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&a))); e != 0 {
+			return fmt.Errorf("seccomp(SECCOMP_GET_ACTION_AVAIL, %#x): %w", action, e)
+		}
+	}
+	return nil
 }
 
 // holdsSysAdmin reports whether CAP_SYS_ADMIN is in our effective set.
