@@ -75,6 +75,12 @@ type RecordIsol struct {
 	Rules       []isolation.AppliedRule `json:"rules"`
 	Scoped      []string                `json:"scoped"`
 	Error       *string                 `json:"error"`
+	// Capabilities the job kept ([] none; null: not limited, or the job
+	// did not get that far); Seccomp its filter ("default", "off"; null:
+	// not that far); IPCNamespace: an IPC namespace of its own.
+	Capabilities []string `json:"capabilities"`
+	Seccomp      *string  `json:"seccomp"`
+	IPCNamespace bool     `json:"ipc_namespace"`
 }
 
 // Limits is a set of limits; null where none.
@@ -338,6 +344,10 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 			}
 			if a.Error != "" {
 				ri.Error = &a.Error
+			}
+			ri.Capabilities, ri.IPCNamespace = a.Capabilities, a.IPCNamespace
+			if a.Seccomp != "" {
+				ri.Seccomp = &a.Seccomp
 			}
 			rec.Isolation = ri
 		}

@@ -49,6 +49,9 @@ type Config struct {
 	ServerEnv    []string // the server's environment, filtered per job by isolation.BuildEnv
 	InheritNone  bool
 	Policy       isolation.Policy
+	// Walls are every job's capabilities, seccomp filter and IPC
+	// namespace (--job-capabilities, --job-seccomp).
+	Walls isolation.Walls
 	// ForceIsolationFail is a test hook: every job's confinement fails
 	// with this message.
 	ForceIsolationFail string
@@ -380,6 +383,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 		Cwd: cwd, Home: dirs.homeReal, Cols: req.Cols, Rows: req.Rows,
 		Policy:             s.cfg.Policy,
 		ForceIsolationFail: s.cfg.ForceIsolationFail,
+		Walls:              s.cfg.Walls,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),
 		MaxOutputBytes:     s.cfg.MaxOutputBytes,
 	}

@@ -51,6 +51,7 @@ func (r *Runner) start() error {
 		Script:    filepath.Join(s.Dir, ScriptFile),
 		Policy:    s.Policy,
 		ForceFail: s.ForceIsolationFail,
+		Walls:     s.Walls,
 	}
 	var err error
 	if s.Mode == "pty" {

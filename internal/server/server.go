@@ -63,6 +63,11 @@ type Config struct {
 	// becomes the job, where the build can; else through a stage) or
 	// "stage" (always through a stage process). "" is "direct".
 	JobStart string
+	// JobCapabilities (--job-capabilities) is the capability list a job
+	// keeps, comma-separated, or "none"; "" is Docker's default set.
+	// JobSeccomp (--job-seccomp) is "default" (also "") or "off".
+	JobCapabilities string
+	JobSeccomp      string
 
 	MaxRequestBytes   int64         // run and input bodies
 	MaxBodyMemory     int64         // bytes large bodies may hold at once
@@ -115,6 +120,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.JobStart != "" && cfg.JobStart != "direct" && cfg.JobStart != "stage" {
 		return nil, fmt.Errorf("--job-start %q is not one of direct, stage", cfg.JobStart)
+	}
+	walls, err := jobWalls(&cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.InheritEnv != "all" && cfg.InheritEnv != "none" {
 		return nil, fmt.Errorf("--inherit-env %q is not one of all, none", cfg.InheritEnv)
@@ -185,6 +194,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		InheritNone:        cfg.InheritEnv == "none",
 		Policy:             policy,
 		ForceIsolationFail: cfg.Getenv("SHELLCTL_TEST_FORCE_ISOLATION_FAILURE"),
+		Walls:              walls,
 		WorkspaceRoot:      cfg.WorkspaceRoot,
 		WorkspaceRootGiven: workspaceGiven,
 		MaxRunning:         cfg.MaxRunningJobs,
@@ -242,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
-	h.Info = infoFunc(newInfo(&cfg, cg, policy, snapTimeout, maxConns, started), st)
+	h.Info = infoFunc(newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started), st)
 	mcpStop := make(chan struct{})
 	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
 	ll := newLimitListener(ln, maxConns)
