@@ -81,8 +81,8 @@ func rootCmd() *cobra.Command {
 	addClientCommands(root)
 	root.AddCommand(mcpCmd()) // cmd/shellctl/mcp.go
 	root.AddCommand(versionCmd(theClientFlags))
-	root.AddCommand(healthcheckCmd(theClientFlags)) // cmd/shellctl/healthcheck.go: the image's HEALTHCHECK
-	root.Version = buildinfo.Get().Version          // --version, as well as the verb
+	root.AddCommand(healthcheckCmd(theClientFlags))
+	root.Version = buildinfo.Get().Version // --version, as well as the verb
 	root.SetVersionTemplate("shellctl {{.Version}}\n")
 	// The connection flags are the client verbs': persistent on the root,
 	// so they may come before the verb (shellctl --json ps) as after it,
