@@ -647,6 +647,26 @@ func TestNetworkPolicy(t *testing.T) {
 			t.Errorf("egress to %s:443 (the public internet) is denied: jobs need it", a)
 		}
 	}
+	// What the API server validates of an ipBlock: a CIDR, and every
+	// except a CIDR inside it (strict decoding does not look at values).
+	for _, r := range np.Spec.Egress {
+		for _, peer := range r.To {
+			if peer.IPBlock == nil {
+				continue
+			}
+			cidr, err := netip.ParsePrefix(peer.IPBlock.CIDR)
+			if err != nil {
+				t.Errorf("ipBlock cidr %q: %v", peer.IPBlock.CIDR, err)
+				continue
+			}
+			for _, e := range peer.IPBlock.Except {
+				p, err := netip.ParsePrefix(e)
+				if err != nil || p.Addr().Is4() != cidr.Addr().Is4() || p.Bits() < cidr.Bits() || !cidr.Contains(p.Addr()) || p.Masked() != p {
+					t.Errorf("ipBlock %s: except %q is not a CIDR inside it (%v)", cidr, e, err)
+				}
+			}
+		}
+	}
 	// Every rule that is not an address block is DNS to the DNS pods.
 	var dns bool
 	for _, r := range np.Spec.Egress {
