@@ -17,6 +17,7 @@ all: build
 # The runner starts the helpers beside it only when no one but their owner
 # can write them, whatever the umask.
 build:
+	$(call stage,[3/5] build: go build of $(words $(BINARIES)) binaries into $(BIN)/)
 	@mkdir -p $(BIN)
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 	@for b in $(addprefix $(BIN)/,$(BINARIES)); do [ ! -e "$$b" ] || chmod go-w "$$b"; done
@@ -36,16 +37,28 @@ run: build
 	@echo "make run: Home $(RUN_HOME), state dir $(RUN_STATE)"
 	env -i PATH="$$PATH" HOME="$(RUN_HOME)" TERM="$${TERM:-dumb}" ./$(BIN)/shellctl serve --verbose --state-dir "$(RUN_STATE)" $(RUN_ARGS)
 
-# Everything CI checks.
+# Everything CI checks, a line as each stage starts (its prerequisites
+# say theirs when make test runs them, through the target-specific
+# STAGES, which prerequisites inherit).
+test: STAGES := make test
 test: fmt-check vet build
+	$(call stage,[4/5] unit and integration tests: go test ./... (a few minutes))
 	$(GO) test -count=1 -timeout 8m ./...
+	$(call stage,[5/5] deploy checks: deploy/kubernetes (manifests) and deploy/image (ocibuild))
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(call stage,passed)
+
+# stage prints "make test: WHAT" when the target runs for make test (no
+# comma in WHAT: it ends make's argument).
+stage = @$(if $(STAGES),echo '$(STAGES): $(1)',:)
 
 vet:
+	$(call stage,[2/5] vet: go vet ./...)
 	$(GO) vet ./...
 
 fmt-check:
+	$(call stage,[1/5] fmt: gofmt -l on every Go file)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 

@@ -81,6 +81,7 @@ func rootCmd() *cobra.Command {
 	addClientCommands(root)
 	root.AddCommand(mcpCmd()) // cmd/shellctl/mcp.go
 	root.AddCommand(versionCmd(theClientFlags))
+	root.AddCommand(healthcheckCmd(theClientFlags))
 	root.Version = buildinfo.Get().Version // --version, as well as the verb
 	root.SetVersionTemplate("shellctl {{.Version}}\n")
 	// The connection flags are the client verbs': persistent on the root,
