@@ -3,8 +3,12 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 BINARIES := shellctl shellctl-runner shellctl-stage shellctl-screen shellctl-runner-exit shellctl-sanitize-pty dify-agent fake-agent-stub
-# The version and commit GET /v1/info and shellctl_build_info report.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# The version and commit GET /v1/info, shellctl version and
+# shellctl_build_info report: the git tag (v0.x.y, and how far past it),
+# else, in a clone without tags, the newest version of CHANGELOG.md marked
+# as a development build of this commit.
+CHANGELOG_VERSION := $(shell sed -n 's/^\#\# \(v[0-9][0-9.]*\)$$/\1/p' CHANGELOG.md 2>/dev/null | head -1)
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo "$(or $(CHANGELOG_VERSION),v0.0.0)-dev+$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)")
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILDINFO := github.com/shellctl/shellctl/internal/buildinfo
 GOFLAGS_BUILD := -trimpath -ldflags '-s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT)'
