@@ -108,13 +108,27 @@ func (s *Server) readSmallOrNothing(w http.ResponseWriter, r *http.Request, v an
 		s.bodyFailed(w, err, bodySpec{limit: maxOtherBody}, s.Limits.BodyReadTimeout)
 		return false
 	}
-	obj := bytes.Trim(raw, " \t\r\n") // JSON's white space
-	if len(obj) == 0 || obj[0] != '{' || !json.Valid(obj) {
+	if !parsesAsObject(raw) {
 		return true
 	}
 	r.Body = io.NopCloser(bytes.NewReader(raw))
 	r.ContentLength = int64(len(raw))
 	return s.readSmall(w, r, v)
+}
+
+// parsesAsObject reports whether raw is a JSON object as the original's
+// parser reads one: strict JSON, or JSON with NaN or Infinity for a number
+// (Python's json module takes them; they are then refused as numbers).
+func parsesAsObject(raw []byte) bool {
+	obj := bytes.Trim(raw, " \t\r\n") // JSON's white space
+	if len(obj) == 0 || obj[0] != '{' {
+		return false
+	}
+	if json.Valid(obj) {
+		return true
+	}
+	d := &decoder{r: bufio.NewReader(bytes.NewReader(obj)), restMax: maxOtherBody}
+	return d.decode() == nil && d.nonFinite != ""
 }
 
 var (

@@ -180,6 +180,12 @@ func specFaults(r fuzzRoute, body []byte) faults {
 	}
 	if obj[0] != '{' || !json.Valid(obj) {
 		if r.name == "terminate" {
+			if parsesAsObject(body) {
+				// NaN or Infinity for a number, which the original's
+				// parser reads: refused as a number.
+				fs.add(http.StatusUnprocessableEntity, "a non-finite number")
+				return fs
+			}
 			// Ignored, as the original does: the default grace.
 			return nil
 		}

@@ -87,7 +87,8 @@ func (f *fakeJobs) Record(_ context.Context, id string) (json.RawMessage, error)
 		`"mode":"pty","cwd":"/home/agent","home":"/home/agent","terminal":{"cols":200,"rows":50},"session_id":null,"env_names":[],`+
 		`"created_at":"2026-12-04T05:36:38.928Z","started_at":"2026-12-04T05:36:38.934Z","ended_at":null,"output_bytes":%d,"stderr_bytes":0,`+
 		`"output_complete":false,"input_wait":false,"screen_available":true,"pid":1184,"pgid":1184,`+
-		`"isolation":{"enabled":true,"landlock_abi":7,"rules":[{"path":"/usr","access":["execute","read_file","read_dir"]}],"scoped":["signal","abstract_unix"],"error":null},`+
+		`"isolation":{"enabled":true,"landlock_abi":7,"rules":[{"path":"/usr","access":["execute","read_file","read_dir"]}],"scoped":["signal","abstract_unix"],"error":null,`+
+		`"capabilities":["CHOWN","DAC_OVERRIDE","FOWNER","FSETID","KILL","SETGID","SETUID","SETPCAP","NET_BIND_SERVICE","NET_RAW","SYS_CHROOT","MKNOD","AUDIT_WRITE","SETFCAP"],"seccomp":"default","ipc_namespace":true},`+
 		`"limits":{"asked":{"runtime_ms":null,"output_bytes":1073741824,"memory_bytes":null,"pids":null},"applied":{"runtime_ms":null,"output_bytes":1073741824,"memory_bytes":null,"pids":null}},`+
 		`"usage":null,"idempotency_key":null}`+"\n", id, len(f.output))), nil
 }
