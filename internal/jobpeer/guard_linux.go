@@ -1,0 +1,365 @@
+package jobpeer
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Guard decides, once per connection, whether a job opened it.
+type Guard struct {
+	cfg     Config
+	mixedID uint64 // CgroupDir's own id: server, runners and maybe others share it
+
+	mu   sync.Mutex
+	jobs map[uint64]string // ids of job groups ever seen → their path
+	// outside are ids of live groups that were seen to hold a non-job
+	// owner of a socket: a group never becomes a job's later (job groups
+	// are made fresh, and ids are not reused within a boot).
+	outside map[uint64]bool
+}
+
+// New makes a guard. With a CgroupDir it learns the job groups there now.
+func New(cfg Config) *Guard {
+	g := &Guard{cfg: cfg, jobs: map[uint64]string{}, outside: map[uint64]bool{}}
+	if len(g.cfg.RunnerComm) > 15 {
+		g.cfg.RunnerComm = g.cfg.RunnerComm[:15]
+	}
+	if cfg.CgroupDir != "" {
+		var st unix.Stat_t
+		if err := unix.Stat(cfg.CgroupDir, &st); err == nil {
+			g.mixedID = st.Ino
+		} else {
+			g.cfg.CgroupDir = ""
+		}
+		g.rescan()
+	}
+	return g
+}
+
+// Check decides for the TCP connection whose server end is local and
+// whose client end is remote.
+func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
+	p, err := lookupSocket(remote, local)
+	switch {
+	case errors.Is(err, errNoSocket):
+		if isLocal(remote.Addr()) {
+			return Verdict{Job: true, Why: "the client's socket was gone before it could be checked (a client that writes a request and closes)"}
+		}
+		return Verdict{Why: "client not on this machine"}
+	case err != nil:
+		if isLocal(remote.Addr()) {
+			return Verdict{Job: true, Why: "could not check the client: " + err.Error()}
+		}
+		return Verdict{Why: "client not on this machine"}
+	}
+	if g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID {
+		if v, ok := g.byGroup(p.cgroup); ok {
+			return v
+		}
+	}
+	if p.inode == 0 {
+		return Verdict{Job: true, Why: "the client's socket has no process any more (closed before it was checked)"}
+	}
+	owner := findOwner(p.inode, p.uid)
+	if owner == 0 {
+		// Closed meanwhile, or held by a process this PID namespace does
+		// not show (a sidecar sharing the network namespace). A job is
+		// always our descendant, hence visible: ask again whether anyone
+		// still holds it.
+		p2, err := lookupSocket(remote, local)
+		if err != nil || p2.inode == 0 {
+			return Verdict{Job: true, Why: "the client's socket was closed before it was checked"}
+		}
+		if findOwner(p2.inode, p2.uid) == 0 {
+			return Verdict{Why: "the client's process is outside this PID namespace"}
+		}
+		owner = findOwner(p2.inode, p2.uid)
+	}
+	v, ownGroup := g.byProcess(owner)
+	if !v.Job && g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID && ownGroup == p.cgroup {
+		g.mu.Lock()
+		g.outside[p.cgroup] = true
+		g.mu.Unlock()
+	}
+	return v
+}
+
+// byGroup decides from the group the socket was made in, when it can.
+func (g *Guard) byGroup(id uint64) (Verdict, bool) {
+	g.mu.Lock()
+	path, job := g.jobs[id]
+	out := g.outside[id]
+	g.mu.Unlock()
+	if !job && !out {
+		g.rescan() // a group made since
+		g.mu.Lock()
+		path, job = g.jobs[id]
+		g.mu.Unlock()
+	}
+	if job {
+		return Verdict{Job: true, JobID: jobOfGroup(path), Why: "the client's socket was made in the job's cgroup " + path}, true
+	}
+	if out {
+		return Verdict{Why: "the client's cgroup holds no job"}, true
+	}
+	return Verdict{}, false
+}
+
+// rescan learns the ids of the job groups under CgroupDir, sub-groups a
+// job made included. A group removed before it was seen is not learnt:
+// its sockets are decided by their owner (byProcess).
+func (g *Guard) rescan() {
+	ents, err := os.ReadDir(g.cfg.CgroupDir)
+	if err != nil {
+		return
+	}
+	found := map[uint64]string{}
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), JobGroupPrefix) {
+			walkGroups(filepath.Join(g.cfg.CgroupDir, e.Name()), maxGroupDepth, found)
+		}
+	}
+	g.mu.Lock()
+	for id, p := range found {
+		g.jobs[id] = p
+	}
+	g.mu.Unlock()
+}
+
+// JobGroupPrefix starts the name of every job group (and of the group of
+// ended jobs' leftovers) a runner makes.
+const JobGroupPrefix = "shellctl-"
+
+// maxGroupDepth bounds the walk into the sub-groups a job made (cgroup v2
+// allows deep trees; the walk must not be a job's lever on the server).
+const maxGroupDepth = 8
+
+func walkGroups(dir string, depth int, found map[uint64]string) {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return
+	}
+	found[st.Ino] = dir
+	if depth == 0 {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			walkGroups(filepath.Join(dir, e.Name()), depth-1, found)
+		}
+	}
+}
+
+// byProcess decides from the process that holds the socket: a job's when
+// it is in a job group now (a leftover moved out of its ended job's group)
+// or descends from a runner. It also returns the id of the process's
+// group (0 if unknown).
+func (g *Guard) byProcess(pid int) (Verdict, uint64) {
+	var group uint64
+	if g.cfg.CgroupDir != "" {
+		if dir, ok := cgroupDirOf(pid, g.cfg.CgroupDir); ok {
+			var st unix.Stat_t
+			if unix.Stat(dir, &st) == nil {
+				group = st.Ino
+			}
+			if rel, err := filepath.Rel(g.cfg.CgroupDir, dir); err == nil && strings.HasPrefix(rel, JobGroupPrefix) {
+				top := filepath.Join(g.cfg.CgroupDir, strings.SplitN(rel, "/", 2)[0])
+				return Verdict{Job: true, JobID: jobOfGroup(top), Why: "the client process " + strconv.Itoa(pid) + " is in the job group " + dir}, group
+			}
+		}
+	}
+	for a, n := pid, 0; a > 1 && n < maxAncestors; n++ {
+		comm, ppid, ok := commAndParent(a)
+		if !ok {
+			break
+		}
+		if a != pid && comm == g.cfg.RunnerComm {
+			return Verdict{Job: true, JobID: runnerJobID(a), Why: "the client process " + strconv.Itoa(pid) + " descends from the runner " + strconv.Itoa(a)}, group
+		}
+		a = ppid
+	}
+	return Verdict{Why: "the client process " + strconv.Itoa(pid) + " is no job's"}, group
+}
+
+// maxAncestors bounds the walk up the parents (a chain is a few deep).
+const maxAncestors = 4096
+
+// jobOfGroup names the job of a group shellctl-<server>-<runner pid>-<t>,
+// by its runner's arguments (a runner shows its job's id there).
+func jobOfGroup(path string) string {
+	name := filepath.Base(path)
+	f := strings.Split(strings.TrimPrefix(name, JobGroupPrefix), "-")
+	if len(f) != 3 {
+		return ""
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return ""
+	}
+	return runnerJobID(pid)
+}
+
+// runnerJobID reads --job-id from a runner's arguments.
+func runnerJobID(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	args := bytes.Split(b, []byte{0})
+	for i := 0; i+1 < len(args); i++ {
+		if string(args[i]) == "--job-id" {
+			id := string(args[i+1])
+			if strings.Trim(id, "_") == "" {
+				return "" // a warm runner not given its job yet
+			}
+			return id
+		}
+	}
+	return ""
+}
+
+// commAndParent reads a process's command name and parent from
+// /proc/<pid>/stat (the name is between the first '(' and the last ')').
+func commAndParent(pid int) (string, int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if i < 0 || j < i {
+		return "", 0, false
+	}
+	f := strings.Fields(string(b[j+1:]))
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return "", 0, false
+	}
+	return string(b[i+1 : j]), ppid, true
+}
+
+// cgroupDirOf is the directory of pid's cgroup v2 group, found beside
+// base (the directory of a group whose path we know): its mount is base's.
+func cgroupDirOf(pid int, base string) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return "", false
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", false
+	}
+	p, ok1 := v2Path(b)
+	self, ok2 := v2Path(own)
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	// base is the directory of our own group: the mount point is what is
+	// left of it without our path.
+	mount := strings.TrimSuffix(base, strings.TrimSuffix(self, "/"))
+	if mount == base && self != "/" {
+		return "", false
+	}
+	return filepath.Join(mount, p), true
+}
+
+func v2Path(b []byte) (string, bool) {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, strings.HasPrefix(p, "/")
+		}
+	}
+	return "", false
+}
+
+// findOwner finds a process holding the socket with this inode, looking
+// first among the processes of the socket's user. 0: none visible.
+func findOwner(inode, uid uint32) int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
+	self := os.Getpid()
+	var others []int
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name(), &st) != nil {
+			continue
+		}
+		if st.Uid != uid {
+			others = append(others, pid)
+			continue
+		}
+		if holds(pid, want) {
+			return pid
+		}
+	}
+	for _, pid := range others {
+		if holds(pid, want) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// holds reports whether one of pid's descriptors is the socket named want.
+func holds(pid int, want string) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(256)
+		for _, n := range names {
+			if l, err := os.Readlink(dir + "/" + n); err == nil && l == want {
+				return true
+			}
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// isLocal reports whether a is an address of this machine (in this
+// network namespace).
+func isLocal(a netip.Addr) bool {
+	a = a.Unmap()
+	if a.IsLoopback() || a.IsUnspecified() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // cannot tell: treated as local, so refused
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
+				return true
+			}
+		}
+	}
+	return false
+}
