@@ -264,6 +264,9 @@ func TestSandboxPodHardening(t *testing.T) {
 	if strings.Contains(args, "--token ") {
 		t.Errorf("--token shows the token in /proc: %q", args)
 	}
+	if !strings.Contains(args, "--allowed-hosts shellctl-sandbox,") {
+		t.Errorf("clients reach the pod by the Service's name: serve must answer it (--allowed-hosts): %q", args)
+	}
 	if !strings.Contains(args, "--listen 0.0.0.0:5004") {
 		t.Errorf("serve must listen on 0.0.0.0:5004: %q", args)
 	}

@@ -24,7 +24,9 @@ import (
 //   - Origin, which only browsers send, must be in AllowedOrigins; a
 //     request without it is not a browser's and passes.
 type HostCheck struct {
-	// AllowedHosts are extra names (no port: any port matches), lower case.
+	// AllowedHosts are extra names (no port: any port matches), lower
+	// case; one starting with "." matches every name ending with it
+	// (".svc.cluster.local": the cluster's service names).
 	AllowedHosts []string
 	// AllowedOrigins are exact origins (scheme://host[:port]), lower case.
 	AllowedOrigins []string
@@ -65,7 +67,7 @@ func (hc HostCheck) hostAllowed(host string) bool {
 		return true
 	}
 	for _, a := range hc.AllowedHosts {
-		if a == "*" || a == name {
+		if a == "*" || a == name || (strings.HasPrefix(a, ".") && strings.HasSuffix(name, a)) {
 			return true
 		}
 	}
