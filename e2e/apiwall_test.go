@@ -232,13 +232,27 @@ func TestWallLeftoverOfEndedJobCannotUseTheAPI(t *testing.T) {
 		name  string
 		args  []string
 		ended bool
+		init  bool // the server is PID 1 of its namespace, as in a container
 	}{
-		{"cgroup/job-ended", nil, true},
-		{"cgroup/job-running", nil, false},
-		{"no-cgroup/job-running", []string{"--no-cgroup"}, false},
+		{"cgroup/job-ended", nil, true, false},
+		{"cgroup/job-running", nil, false, false},
+		{"no-cgroup/job-running", []string{"--no-cgroup"}, false, false},
+		// Without cgroups, a PID 1 server adopts what an ended job left:
+		// its descendants are jobs' processes.
+		{"no-cgroup/pid1/job-ended", []string{"--no-cgroup"}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, serverOpts{args: tc.args})
+			var s struct {
+				URL, Home string
+				c         *client.Client
+			}
+			if tc.init {
+				is := startInitServer(t, tc.args...)
+				s.URL, s.Home, s.c = is.c.BaseURL, is.Home, is.c
+			} else {
+				srv := startServer(t, serverOpts{args: tc.args})
+				s.URL, s.Home, s.c = srv.URL, srv.Home, srv.c
+			}
 			report := filepath.Join(s.Home, "late-"+randHex(t))
 			outside := t.TempDir()
 			pwned := filepath.Join(outside, "pwned")
@@ -252,7 +266,13 @@ func TestWallLeftoverOfEndedJobCannotUseTheAPI(t *testing.T) {
 			}
 			late := fmt.Sprintf(`%scurl -s -m 10 -o /dev/null -w '%%{http_code}' -X POST -d '{"script":"echo pwned > %s","cwd":"%s"}' %s/v1/jobs/run > %s.tmp; mv %s.tmp %s`,
 				wait, pwned, outside, s.URL, report, report, report)
-			res, _ := s.runDone(t, client.RunRequest{Script: "command -v curl >/dev/null || exit 3; setsid nohup sh -c '" + strings.ReplaceAll(late, "'", `'\''`) + "' >/dev/null 2>&1 < /dev/null & echo started" + after, Mode: "stdio", Timeout: 30})
+			res, err := s.c.Run(ctx(t), client.RunRequest{Script: "command -v curl >/dev/null || exit 3; setsid nohup sh -c '" + strings.ReplaceAll(late, "'", `'\''`) + "' >/dev/null 2>&1 < /dev/null & echo started" + after, Mode: "stdio", Timeout: 30})
+			for err == nil && !res.Done {
+				res, err = s.c.Wait(ctx(t), res.JobID, client.WaitRequest{Offset: res.Offset, Timeout: f64(30)})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			if code(res) == 3 {
 				t.Skip("no curl for the job")
 			}

@@ -181,7 +181,14 @@ func (g *Guard) byProcess(pid int) (Verdict, uint64) {
 			}
 		}
 	}
-	for a, n := pid, 0; a > 1 && n < maxAncestors; n++ {
+	self := os.Getpid()
+	for a, n := pid, 0; a > 0 && n < maxAncestors; n++ {
+		if a == self {
+			// The server's only children are its runners: a descendant
+			// of the server is a job's process — one an ended job left,
+			// re-parented to a server that is PID 1 or a subreaper.
+			return Verdict{Job: true, Why: "the client process " + strconv.Itoa(pid) + " descends from the server (left by an ended job)"}, group
+		}
 		comm, ppid, ok := commAndParent(a)
 		if !ok {
 			break
