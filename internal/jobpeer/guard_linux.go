@@ -69,7 +69,34 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 	if p.inode == 0 {
 		return Verdict{Job: true, Why: "the client's socket has no process any more (closed before it was checked)"}
 	}
-	owner := findOwner(p.inode, p.uid)
+	// Every job's process descends from the server while its runner lives
+	// (the runner is its subreaper), and what ended jobs left does too when
+	// the server is PID 1: look among the server's descendants first — a
+	// few processes, not the machine's.
+	owner, hidden := findAmongDescendants(p.inode, g.cfg.RunnerComm)
+	if owner != 0 {
+		v, _ := g.byProcess(owner)
+		return v
+	}
+	if hidden != 0 {
+		// A job's process may make itself non-dumpable, and a server that
+		// is not root may then not read its descriptors: it may hold the
+		// socket, so the connection is refused.
+		return Verdict{Job: true, Why: "a process of a job (" + strconv.Itoa(hidden) + ") hides its descriptors and may hold the client's socket"}
+	}
+	unknownGroup := g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID
+	if !unknownGroup {
+		// Held by no job's process: unless it was closed meanwhile (a job
+		// that wrote its request and closed while we looked).
+		if p2, err := lookupSocket(remote, local); err != nil || p2.inode != p.inode {
+			return Verdict{Job: true, Why: "the client's socket was closed before it was checked"}
+		}
+		return Verdict{Why: "the client's socket is held by no process of a job"}
+	}
+	// A group the server never saw as a job's (and not live under it now):
+	// decide by where the socket's holder is now, and remember a group that
+	// holds a stranger.
+	owner = findOwner(p.inode, p.uid)
 	if owner == 0 {
 		// Closed meanwhile, or held by a process this PID namespace does
 		// not show (a sidecar sharing the network namespace). A job is
@@ -79,18 +106,70 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 		if err != nil || p2.inode == 0 {
 			return Verdict{Job: true, Why: "the client's socket was closed before it was checked"}
 		}
-		if findOwner(p2.inode, p2.uid) == 0 {
+		if owner = findOwner(p2.inode, p2.uid); owner == 0 {
 			return Verdict{Why: "the client's process is outside this PID namespace"}
 		}
-		owner = findOwner(p2.inode, p2.uid)
 	}
 	v, ownGroup := g.byProcess(owner)
-	if !v.Job && g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID && ownGroup == p.cgroup {
+	if !v.Job && ownGroup == p.cgroup {
 		g.mu.Lock()
 		g.outside[p.cgroup] = true
 		g.mu.Unlock()
 	}
 	return v
+}
+
+// findAmongDescendants looks for the socket among the descriptors of the
+// server's descendants. hidden is one of them whose descriptors could not
+// be read (0 if none), a runner excepted: runners are not dumpable, and
+// hold no client socket.
+func findAmongDescendants(inode uint32, runnerComm string) (owner, hidden int) {
+	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
+	self := os.Getpid()
+	todo := childrenOf(self, nil)
+	for n := 0; len(todo) > 0 && n < maxDescendants; n++ {
+		pid := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		held, readable := holdsChecked(pid, want)
+		if held {
+			return pid, 0
+		}
+		if !readable && hidden == 0 {
+			comm, ppid, ok := commAndParent(pid)
+			if ok && !(ppid == self && comm == runnerComm) {
+				hidden = pid
+			}
+		}
+		todo = childrenOf(pid, todo)
+	}
+	return 0, hidden
+}
+
+// maxDescendants bounds the walk of the server's tree (jobs may fork a
+// lot; the walk must not become a job's lever on the server).
+const maxDescendants = 1 << 16
+
+// childrenOf appends pid's children (of all its threads) to out.
+func childrenOf(pid int, out []int) []int {
+	base := "/proc/" + strconv.Itoa(pid) + "/task"
+	d, err := os.Open(base)
+	if err != nil {
+		return out
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, tid := range tids {
+		b, err := os.ReadFile(base + "/" + tid + "/children")
+		if err != nil {
+			continue
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // byGroup decides from the group the socket was made in, when it can.
@@ -331,21 +410,28 @@ func findOwner(inode, uid uint32) int {
 
 // holds reports whether one of pid's descriptors is the socket named want.
 func holds(pid int, want string) bool {
+	held, _ := holdsChecked(pid, want)
+	return held
+}
+
+// holdsChecked is holds, and whether pid's descriptors could be read at
+// all (a process gone meanwhile counts as read: it holds nothing).
+func holdsChecked(pid int, want string) (held, readable bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
 	f, err := os.Open(dir)
 	if err != nil {
-		return false
+		return false, !errors.Is(err, os.ErrPermission)
 	}
 	defer f.Close()
 	for {
 		names, err := f.Readdirnames(256)
 		for _, n := range names {
 			if l, err := os.Readlink(dir + "/" + n); err == nil && l == want {
-				return true
+				return true, true
 			}
 		}
 		if err != nil {
-			return false
+			return false, true
 		}
 	}
 }
