@@ -237,8 +237,10 @@ func TestWallLeftoverOfEndedJobCannotUseTheAPI(t *testing.T) {
 		{"cgroup/job-ended", nil, true, false},
 		{"cgroup/job-running", nil, false, false},
 		{"no-cgroup/job-running", []string{"--no-cgroup"}, false, false},
-		// Without cgroups, a PID 1 server adopts what an ended job left:
-		// its descendants are jobs' processes.
+		// Without cgroups, the server adopts what an ended job left (it is
+		// a child subreaper, and PID 1 in a container): its descendants
+		// are jobs' processes.
+		{"no-cgroup/job-ended", []string{"--no-cgroup"}, true, false},
 		{"no-cgroup/pid1/job-ended", []string{"--no-cgroup"}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
