@@ -38,8 +38,10 @@ func New(cfg Config) *Guard {
 		if err := unix.Stat(cfg.CgroupDir, &st); err == nil {
 			g.mixedID = st.Ino
 		} else {
-			g.cfg.CgroupDir = ""
+			g.cfg.CgroupDir, g.cfg.JobGroups = "", false
 		}
+	}
+	if g.cfg.JobGroups {
 		g.rescan()
 	}
 	return g
@@ -61,7 +63,12 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 		}
 		return Verdict{Why: "client not on this machine"}
 	}
-	if g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID {
+	// A socket made outside the server's own group: its group may decide
+	// at once (a job's group; one already seen to hold a stranger). Jobs
+	// are never in another group than theirs or, with --no-cgroup, the
+	// server's.
+	other := g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID
+	if other {
 		if v, ok := g.byGroup(p.cgroup); ok {
 			return v
 		}
@@ -69,10 +76,10 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 	if p.inode == 0 {
 		return Verdict{Job: true, Why: "the client's socket has no process any more (closed before it was checked)"}
 	}
-	// Every job's process descends from the server while its runner lives
-	// (the runner is its subreaper), and what ended jobs left does too when
-	// the server is PID 1: look among the server's descendants first — a
-	// few processes, not the machine's.
+	// Every job's process descends from the server: from its runner while
+	// that lives (the runner is its subreaper), and from the server (a
+	// child subreaper, PID 1 in a container) once it did not. Look among
+	// the server's descendants first — a few processes, not the machine's.
 	owner, hidden := findAmongDescendants(p.inode, g.cfg.RunnerComm)
 	if owner != 0 {
 		v, _ := g.byProcess(owner)
@@ -84,34 +91,35 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 		// socket, so the connection is refused.
 		return Verdict{Job: true, Why: "a process of a job (" + strconv.Itoa(hidden) + ") hides its descriptors and may hold the client's socket"}
 	}
-	unknownGroup := g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID
-	if !unknownGroup {
-		// Held by no job's process: unless it was closed meanwhile (a job
-		// that wrote its request and closed while we looked).
-		if p2, err := lookupSocket(remote, local); err != nil || p2.inode != p.inode {
-			return Verdict{Job: true, Why: "the client's socket was closed before it was checked"}
-		}
-		return Verdict{Why: "the client's socket is held by no process of a job"}
+	// Not a descendant's now — but a job may have handed the socket on
+	// meanwhile (forked and closed). Find who holds it, wherever it is.
+	var first []int
+	if !other && g.cfg.CgroupDir != "" {
+		// Made in the server's group: its maker most likely still is
+		// there (a client started beside the server), a short list.
+		first = groupProcs(g.cfg.CgroupDir)
 	}
-	// A group the server never saw as a job's (and not live under it now):
-	// decide by where the socket's holder is now, and remember a group that
-	// holds a stranger.
-	owner = findOwner(p.inode, p.uid)
+	owner = findOwner(p.inode, p.uid, first)
 	if owner == 0 {
-		// Closed meanwhile, or held by a process this PID namespace does
-		// not show (a sidecar sharing the network namespace). A job is
-		// always our descendant, hence visible: ask again whether anyone
-		// still holds it.
 		p2, err := lookupSocket(remote, local)
-		if err != nil || p2.inode == 0 {
+		if err != nil || p2.inode != p.inode {
 			return Verdict{Job: true, Why: "the client's socket was closed before it was checked"}
 		}
-		if owner = findOwner(p2.inode, p2.uid); owner == 0 {
-			return Verdict{Why: "the client's process is outside this PID namespace"}
+		if owner = findOwner(p2.inode, p2.uid, nil); owner == 0 {
+			if other {
+				// Made in a group of no job, and held by a process this
+				// PID namespace does not show (a sidecar sharing the
+				// network namespace): every job is our descendant, hence
+				// visible.
+				return Verdict{Why: "the client's process is outside this PID namespace"}
+			}
+			// Made where jobs are, and held by no process we can see: in
+			// flight in a unix socket's queue (SCM_RIGHTS), or hidden.
+			return Verdict{Job: true, Why: "the client's socket is held by no visible process (handed on)"}
 		}
 	}
 	v, ownGroup := g.byProcess(owner)
-	if !v.Job && ownGroup == p.cgroup {
+	if !v.Job && other && ownGroup == p.cgroup {
 		g.mu.Lock()
 		g.outside[p.cgroup] = true
 		g.mu.Unlock()
@@ -178,7 +186,7 @@ func (g *Guard) byGroup(id uint64) (Verdict, bool) {
 	path, job := g.jobs[id]
 	out := g.outside[id]
 	g.mu.Unlock()
-	if !job && !out {
+	if !job && !out && g.cfg.JobGroups {
 		g.rescan() // a group made since
 		g.mu.Lock()
 		path, job = g.jobs[id]
@@ -373,15 +381,36 @@ func v2Path(b []byte) (string, bool) {
 	return "", false
 }
 
+// groupProcs lists the processes of the cgroup at dir.
+func groupProcs(dir string) []int {
+	b, err := os.ReadFile(dir + "/cgroup.procs")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // findOwner finds a process holding the socket with this inode, looking
-// first among the processes of the socket's user. 0: none visible.
-func findOwner(inode, uid uint32) int {
+// first among first, then the processes of the socket's user, then the
+// rest. 0: none visible.
+func findOwner(inode, uid uint32, first []int) int {
+	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
+	self := os.Getpid()
+	for _, pid := range first {
+		if pid != self && holds(pid, want) {
+			return pid
+		}
+	}
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
 	}
-	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
-	self := os.Getpid()
 	var others []int
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())

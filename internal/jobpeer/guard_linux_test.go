@@ -50,7 +50,7 @@ func ownedByChild(t testing.TB, group string) net.Conn {
 // the verdict says which.
 func TestCheckOutsideClient(t *testing.T) {
 	sc := ownedByChild(t, "")
-	for _, cfg := range []Config{{RunnerComm: "shellctl-runner"}, {RunnerComm: "shellctl-runner", CgroupDir: ownCgroupDir(t)}} {
+	for _, cfg := range []Config{{RunnerComm: "shellctl-runner"}, {RunnerComm: "shellctl-runner", CgroupDir: ownCgroupDir(t), JobGroups: true}} {
 		g := New(cfg)
 		v := g.Check(sc.LocalAddr().(*net.TCPAddr).AddrPort(), sc.RemoteAddr().(*net.TCPAddr).AddrPort())
 		if v.Job {
@@ -124,7 +124,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			sc := ownedByChild(b, tc.clientGroup)
 			local, remote := sc.LocalAddr().(*net.TCPAddr).AddrPort(), sc.RemoteAddr().(*net.TCPAddr).AddrPort()
-			g := New(Config{RunnerComm: "shellctl-runner", CgroupDir: tc.serverGroup})
+			g := New(Config{RunnerComm: "shellctl-runner", CgroupDir: tc.serverGroup, JobGroups: tc.serverGroup != ""})
 			if v := g.Check(local, remote); v.Job {
 				b.Fatalf("refused: %v", v)
 			}

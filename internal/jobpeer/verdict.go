@@ -4,11 +4,13 @@ import "fmt"
 
 // Config says where the jobs are.
 type Config struct {
-	// CgroupDir is the directory under which the runners make their jobs'
-	// cgroup v2 groups (the server's own group: runners are its children);
-	// "" when jobs have no cgroup (--no-cgroup, no cgroup v2), and only the
-	// process walk decides.
+	// CgroupDir is the directory of the server's own cgroup v2 group (""
+	// where there is none): the runners, its children, are in it, and make
+	// their jobs' groups under it when JobGroups is set.
 	CgroupDir string
+	// JobGroups: every job has a group of its own under CgroupDir (else
+	// --no-cgroup: the jobs share the server's group).
+	JobGroups bool
 	// RunnerComm is the command name (/proc/<pid>/comm, 15 bytes at most)
 	// of the runner binary: a process descending from one is a job's.
 	RunnerComm string

@@ -263,7 +263,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if !cfg.AllowJobClients {
 		gc := jobpeer.Config{RunnerComm: filepath.Base(cfg.RunnerPath)}
 		if cg.Mode == proctree.KindCgroup2 {
-			gc.CgroupDir = cg.Dir
+			gc.CgroupDir, gc.JobGroups = cg.Dir, true
+		} else if own := proctree.ProbeCgroup(false); own.Dir != "" {
+			// No job groups, but the server's own group still tells the
+			// jobs' sockets (made there) from other clients'.
+			gc.CgroupDir = own.Dir
 		}
 		guard := jobpeer.New(gc)
 		ln = &jobGuardListener{Listener: ln, g: guard, log: log}
