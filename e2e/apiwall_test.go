@@ -546,3 +546,63 @@ func TestServersShareACgroupParent(t *testing.T) {
 		}
 	}
 }
+
+// TestWallHandedOnSocketRefused: a job writes its request, then hands the
+// socket to a unix socket's queue (SCM_RIGHTS) and closes its own
+// descriptor, so no process holds it while the server decides; and one
+// that forks the socket on and closes it in the parent. Refused with and
+// without cgroups.
+func TestWallHandedOnSocketRefused(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the job")
+	}
+	for _, nocg := range []bool{false, true} {
+		name, args := "cgroup", []string(nil)
+		if nocg {
+			name, args = "no-cgroup", []string{"--no-cgroup"}
+		}
+		t.Run(name, func(t *testing.T) {
+			s := startServer(t, serverOpts{args: args})
+			u, _ := url.Parse(s.URL)
+			outside := t.TempDir()
+			pwned := filepath.Join(outside, "pwned")
+			body := `{"script":"echo pwned > ` + pwned + `","cwd":"` + outside + `"}`
+			script := fmt.Sprintf(`python3 - <<'PY'
+import array, os, socket, time
+def request():
+    s = socket.create_connection((%[1]q, %[2]s))
+    b = %[3]q.encode()
+    s.sendall(b"POST /v1/jobs/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %%d\r\n\r\n" %% len(b) + b)
+    return s
+# in flight while the server decides: the only reference is in a unix
+# socket's queue; taken back after, to write the request
+a, b = socket.socketpair(socket.AF_UNIX)
+s = socket.create_connection((%[1]q, %[2]s))
+a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [s.fileno()]))])
+s.close()
+time.sleep(1)
+_, anc, _, _ = b.recvmsg(1, socket.CMSG_LEN(4))
+fd = array.array("i", anc[0][2])[0]
+s = socket.socket(fileno=fd)
+body = %[3]q.encode()
+s.sendall(b"POST /v1/jobs/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %%d\r\n\r\n" %% len(body) + body)
+# forked on: the child holds it, the parent closes it
+s2 = request()
+if os.fork() == 0:
+    time.sleep(3)
+    os._exit(0)
+s2.close()
+time.sleep(3)
+print("done")
+PY`, u.Hostname(), u.Port(), body)
+			_, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
+			if !strings.Contains(out, "done") {
+				t.Fatalf("the job did not run its attack: %q", out)
+			}
+			checkNothingWritten(t, pwned)
+			s.waitStderr(t, "refusal logged", func(l string) bool {
+				return strings.Contains(l, "refused a connection opened by a job's process")
+			})
+		})
+	}
+}
