@@ -62,6 +62,12 @@ func (c *jobGuardConn) check() {
 	c.l.log.Warn("refused a connection opened by a job's process", "job", v.JobID, "remote", remote.String(), "listener", local.String(), "why", v.Why)
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	_, _ = c.Conn.Write(jobRefusal)
+	// FIN after the answer: the close that follows may reset a connection
+	// whose request was never read, and a reset can cost the client the
+	// answer it had not read yet.
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
 }
 
 // jobRefusal is the whole answer to a job's connection.
