@@ -47,9 +47,15 @@ func cliEnv(t *testing.T, s *server) []string {
 // with stdin.
 func cli(t *testing.T, s *server, dir, stdin string, args ...string) cliResult {
 	t.Helper()
+	return cliWithEnv(t, s, dir, stdin, nil, args...)
+}
+
+// cliWithEnv is cli with more variables in shellctl's environment.
+func cliWithEnv(t *testing.T, s *server, dir, stdin string, env []string, args ...string) cliResult {
+	t.Helper()
 	cmd := exec.CommandContext(ctx(t), filepath.Join(binDir, "shellctl"), args...)
 	cmd.Dir = dir
-	cmd.Env = cliEnv(t, s)
+	cmd.Env = append(cliEnv(t, s), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -155,8 +161,9 @@ func TestCLIMakeRunCleanEnvironment(t *testing.T) {
 			t.Errorf("a job under make run sees %s…:\n%s", bad, r.stdout)
 		}
 	}
-	if !strings.Contains(r.stdout, "HOME="+home) {
-		t.Errorf("the job's HOME is not the caller's Home %s:\n%s", home, r.stdout)
+	// make run's Home is a sandbox under the checkout, never the caller's.
+	if sandbox := filepath.Join(work, ".run", "home"); !strings.Contains(r.stdout, "HOME="+sandbox+"\n") || strings.Contains(r.stdout, "HOME="+home+"\n") {
+		t.Errorf("the job's HOME is not make run's sandbox %s:\n%s", sandbox, r.stdout)
 	}
 }
 
@@ -190,14 +197,15 @@ func TestCLIExitCodesOfClientFailures(t *testing.T) {
 		{[]string{"--server", s.URL + "/", "run", "exit 0"}, 0, ""},  // a URL with a slash
 		{[]string{"--server", "127.0.0.1:99999", "ps"}, 125, "port"}, // no such port
 		{[]string{"--server", "http://", "ps"}, 125, "is not a server address"},
-		{[]string{"status", "0123456789abcdef"}, 125, "404"},      // no such job
-		{[]string{"logs", "0123456789abcdef"}, 125, "404"},        // no such job
-		{[]string{"wait"}, 125, "accepts 1 arg"},                  // usage
-		{[]string{"ps", "--bogus"}, 125, "unknown flag"},          // usage
-		{[]string{"nosuchverb"}, 125, "unknown command"},          // usage
-		{[]string{"run", "--mode", "tty", "true"}, 125, "--mode"}, // usage
-		{[]string{"run", "exit 126"}, 126, ""},                    // a job's own 126
-		{[]string{"run", "exit 127"}, 127, ""},                    // and 127
+		{[]string{"status", "0123456789abcdef"}, 125, "404"},                                          // no such job
+		{[]string{"logs", "0123456789abcdef"}, 125, "404"},                                            // no such job
+		{[]string{"inspect", "0123456789abcdef"}, 125, "after they end: the server's --gc-retention"}, // and why it may be gone
+		{[]string{"wait"}, 125, "accepts 1 arg"},                                                      // usage
+		{[]string{"ps", "--bogus"}, 125, "unknown flag"},                                              // usage
+		{[]string{"nosuchverb"}, 125, "unknown command"},                                              // usage
+		{[]string{"run", "--mode", "tty", "true"}, 125, "--mode"},                                     // usage
+		{[]string{"run", "exit 126"}, 126, ""},                                                        // a job's own 126
+		{[]string{"run", "exit 127"}, 127, ""},                                                        // and 127
 		{[]string{"run", "--cwd", "/nonexistent-dir", "true"}, 125, "--cwd"},
 	} {
 		r := cli(t, s, dir, "", tc.args...)
@@ -223,10 +231,15 @@ func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
 		t.Fatalf("wait for the detached job's output: %+v %v", res, err)
 	}
 
+	// ps: the jobs not ended, as docker's; -a all of them.
 	r = cli(t, s, dir, "", "ps")
+	if lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], long+" ") {
+		t.Errorf("ps lists other than the running job: %v", r)
+	}
+	r = cli(t, s, dir, "", "ps", "-a")
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
 	if r.code != 0 || len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ID STATUS EXIT MODE AGE COMMAND" {
-		t.Fatalf("ps: %v", r)
+		t.Fatalf("ps -a: %v", r)
 	}
 	row := regexp.MustCompile(`^` + long + ` +running +- +stdio +\d+s +echo started; echo warn >&2; exec sleep 60$`)
 	if !row.MatchString(lines[1]) {
@@ -238,7 +251,20 @@ func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
 	if r := cli(t, s, dir, "", "jobs", "-q", "--status", "running"); r.stdout != long+"\n" {
 		t.Errorf("jobs -q --status running: %v", r)
 	}
-	r = cli(t, s, dir, "", "ps", "--json")
+	// --format: a template over the row, or json one object a line.
+	if r := cli(t, s, dir, "", "ps", "-a", "--format", "{{.JobID}} {{.Status}} {{.ExitCode}}"); r.code != 0 ||
+		!regexp.MustCompile(`^`+long+` running -\n[0-9a-f]{16} exited 4\n$`).MatchString(r.stdout) {
+		t.Errorf("ps -a --format: %v", r)
+	}
+	r = cli(t, s, dir, "", "ps", "--format", "json")
+	var jrow map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &jrow); err != nil || strings.Count(r.stdout, "\n") != 1 || jrow["job_id"] != long || jrow["mode"] != "stdio" {
+		t.Errorf("ps --format json: %v (%v)", r, err)
+	}
+	if r := cli(t, s, dir, "", "ps", "--format", "{{.Nope}}"); r.code != 125 || !strings.Contains(r.stderr, "Nope") {
+		t.Errorf("ps --format with an unknown field: %v", r)
+	}
+	r = cli(t, s, dir, "", "ps", "-a", "--json")
 	var list struct {
 		Jobs []struct {
 			JobID    string  `json:"job_id"`
@@ -259,7 +285,8 @@ func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
 		t.Errorf("inspect: %v (%v)", r, err)
 	}
 
-	if r := cli(t, s, dir, "", "logs", long); r.stdout != "started\n" {
+	// A stdio job's stderr comes on ours, as docker logs does.
+	if r := cli(t, s, dir, "", "logs", long); r.stdout != "started\n" || r.stderr != "warn\n" {
 		t.Errorf("logs: %v", r)
 	}
 	if r := cli(t, s, dir, "", "logs", "--stderr", long); r.stdout != "warn\n" {
@@ -277,16 +304,16 @@ func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
 	// kill -s: one signal; logs -f and wait see the job end by it.
 	follow := exec.Command(filepath.Join(binDir, "shellctl"), "logs", "-f", long)
 	follow.Env = cliEnv(t, s)
-	var fout bytes.Buffer
-	follow.Stdout = &fout
+	var fout, ferr bytes.Buffer
+	follow.Stdout, follow.Stderr = &fout, &ferr
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if r := cli(t, s, dir, "", "kill", "-s", "TERM", long); r.code != 0 || r.stdout != long+"\n" {
 		t.Errorf("kill -s TERM: %v", r)
 	}
-	if err := follow.Wait(); err != nil || fout.String() != "started\n" {
-		t.Errorf("logs -f: %v, %q", err, fout.String())
+	if err := follow.Wait(); err != nil || fout.String() != "started\n" || ferr.String() != "warn\n" {
+		t.Errorf("logs -f: %v, %q, stderr %q", err, fout.String(), ferr.String())
 	}
 	r = cli(t, s, dir, "", "wait", long)
 	if r.code != 143 || r.stdout != "143\n" {
@@ -307,8 +334,8 @@ func TestCLIPsInspectLogsKillRmWait(t *testing.T) {
 	if r := cli(t, s, dir, "", "rm", "-f", a, b, long); r.code != 0 || r.stdout != a+"\n"+b+"\n"+long+"\n" {
 		t.Errorf("rm -f: %v", r)
 	}
-	if r := cli(t, s, dir, "", "ps", "-q"); strings.Count(r.stdout, "\n") != 1 {
-		t.Errorf("ps -q after rm: %v", r)
+	if r := cli(t, s, dir, "", "ps", "-a", "-q"); strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("ps -a -q after rm: %v", r)
 	}
 }
 
@@ -326,7 +353,14 @@ func TestCLIHelpTexts(t *testing.T) {
 		{[]string{"serve", "--help"}, []string{"--listen"}, []string{"--server", "--auth-token", "--json"}},
 		{[]string{"input", "--help"}, []string{"(default 30)"}, []string{"(default 5)"}},
 		{[]string{"completion", "--help"}, []string{"bash", "zsh", "fish"}, []string{"--server"}},
-		{[]string{"--help"}, []string{"125", "attach", "logs", "inspect"}, nil},
+		{[]string{"--help"}, []string{"125", "attach", "logs", "inspect", "stop"}, nil},
+		{[]string{"attach", "--help"}, []string{"--since-offset int"}, []string{"(default )"}},
+		{[]string{"ps", "--help"}, []string{"-a, --all", "--format", "--no-trunc", "--gc-retention (5m by default)"}, []string{"(default )"}},
+		{[]string{"logs", "--help"}, []string{"--tail N", "--gc-retention (5m by default)", "stderr comes on your stderr"}, []string{"(default )"}},
+		{[]string{"kill", "--help"}, []string{"SIGKILL to its whole", "stop is the polite way"}, nil},
+		{[]string{"stop", "--help"}, []string{"terminate, stop", "-t, --grace"}, nil},
+		{[]string{"run", "--help"}, []string{"-t, --tty", "-e NAME passes your own value", "shellctl run ls -la"}, nil},
+		{[]string{"mcp", "--help"}, []string{"--token-file string", "--auth-token"}, nil},
 	} {
 		r := cli(t, nil, dir, "", tc.args...)
 		if r.code != 0 {
@@ -341,6 +375,11 @@ func TestCLIHelpTexts(t *testing.T) {
 			if strings.Contains(r.stdout, w) {
 				t.Errorf("shellctl %q shows %q:\n%s", tc.args, w, r.stdout)
 			}
+		}
+		// serve shows its own --token-file (the server's token), once.
+		if tc.args[0] == "serve" && (strings.Count(r.stdout, "--token-file") < 1 || len(regexp.MustCompile(`(?m)^\s+--token-file`).FindAllString(r.stdout, -1)) != 1 ||
+			!strings.Contains(r.stdout, "/proc never shows it")) {
+			t.Errorf("serve --help does not show its own --token-file once:\n%s", r.stdout)
 		}
 		if regexp.MustCompile(`\(default [^)]*\)\s*\(default`).MatchString(r.stdout) || strings.Contains(r.stdout, "(default $SHELLCTL_URL, else http://127.0.0.1:8765) (default") {
 			t.Errorf("shellctl %q shows a default twice:\n%s", tc.args, r.stdout)
@@ -811,6 +850,7 @@ func TestCLIReadmeExamples(t *testing.T) {
 		`(?m)^ID +STATUS +EXIT +MODE +AGE +COMMAND$`,
 		`(?m)^tick 1\ntick 2\ntick 3\n0\n\{`, // logs -f, then wait's 0, then the record
 		`hi ada`, `(?m)^ended by SIGINT: 130$`,
+		`(?m)^hi ada\n[0-9a-f]{16} exited 0\n`,                                       // logs --tail 1, then ps -a --format's newest row
 		`(?m)^screen 200x50 cursor 49,\d+ alt-screen\n52\n(?:.*\n){47}100\n\(END\)$`, // keys G in less (no terminal: 200x50)
 		`(?m)^screen 200x50 cursor \d+,\d+ main-screen$`,                             // keys q
 	} {
@@ -903,5 +943,175 @@ func TestCLIStreamsByteExact(t *testing.T) {
 	}
 	if r := cli(t, s, dir, "", "wait", id); r.code != 130 {
 		t.Errorf("wait: %v, want 130", r)
+	}
+}
+
+// TestCLIDockerHabits: what docker users type works as they expect —
+// flags end at the command (run ls -la), -t and -it, -e NAME, run -d of a
+// job that cannot start, logs --tail, stop and kill, --token-file.
+func TestCLIDockerHabits(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "afile"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Everything after the first word is the command's.
+	if r := cli(t, s, dir, "", "run", "ls", "-la"); r.code != 0 || !strings.Contains(r.stdout, "total ") || !regexp.MustCompile(`(?m) afile\r?$`).MatchString(r.stdout) {
+		t.Errorf("run ls -la: %v", r)
+	}
+	if r := cli(t, s, dir, "", "run", "--mode", "stdio", "echo", "-n", "no newline", "--json"); r.code != 0 || r.stdout != "no newline --json" {
+		t.Errorf("run --mode stdio echo -n … --json: %v; want the words after the command left to it", r)
+	}
+	// -e NAME: the caller's value, or nothing when the caller has none.
+	r := cliWithEnv(t, s, dir, "", []string{"FROM_CALLER=hello there"}, "run", "--mode", "stdio", "-e", "FROM_CALLER", "-e", "NOT_SET_HERE", "-e", "X=1",
+		`echo "$FROM_CALLER|${NOT_SET_HERE-unset}|$X"`)
+	if r.code != 0 || r.stdout != "hello there|unset|1\n" {
+		t.Errorf("run -e NAME: %v", r)
+	}
+	// -t is a terminal (pty, the default); not with --mode stdio.
+	if r := cli(t, s, dir, "", "run", "-t", "--mode", "stdio", "true"); r.code != 125 || !strings.Contains(r.stderr, "-t asks for a terminal") {
+		t.Errorf("run -t --mode stdio: %v", r)
+	}
+	if r := cli(t, s, dir, "", "run", "-t", "tty -s && echo a terminal"); r.code != 0 || r.stdout != "a terminal\n" {
+		t.Errorf("run -t: %v", r)
+	}
+	// -it: -i in a pty (stdin that is a pipe is typed all the same).
+	if r := cli(t, s, dir, "ada\n", "run", "-it", `read -r n; echo "hi $n"`); r.code != 0 || !strings.Contains(r.stdout, "hi ada") {
+		t.Errorf("run -it: %v", r)
+	}
+	// run -d: a job that ran and ended by itself is no failure of run's.
+	if r := cli(t, s, dir, "", "run", "-d", "exit 3"); r.code != 0 || !regexp.MustCompile(`^[0-9a-f]{16}\n$`).MatchString(r.stdout) {
+		t.Errorf("run -d of a job that exits 3 at once: %v", r)
+	}
+
+	// logs --tail N: the last N lines of each stream.
+	id := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "--mode", "stdio", "seq 1 5; seq 11 13 >&2; printf last").stdout)
+	cli(t, s, dir, "", "wait", id)
+	for _, tc := range []struct {
+		args           []string
+		stdout, stderr string
+	}{
+		{[]string{"logs", "--tail", "2", id}, "5\nlast", "12\n13\n"},
+		{[]string{"logs", "--tail", "2", "-f", id}, "5\nlast", "12\n13\n"},
+		{[]string{"logs", "--tail", "0", id}, "", ""},
+		{[]string{"logs", "--tail", "100", id}, "1\n2\n3\n4\n5\nlast", "11\n12\n13\n"},
+		{[]string{"logs", "--tail", "all", id}, "1\n2\n3\n4\n5\nlast", "11\n12\n13\n"},
+		{[]string{"logs", "--stderr", "--tail", "1", id}, "13\n", ""},
+	} {
+		if r := cli(t, s, dir, "", tc.args...); r.code != 0 || r.stdout != tc.stdout || r.stderr != tc.stderr {
+			t.Errorf("%q: %v; want stdout %q, stderr %q", tc.args, r, tc.stdout, tc.stderr)
+		}
+	}
+	if r := cli(t, s, dir, "", "logs", "--tail", "1", "--since-offset", "2", id); r.code != 125 {
+		t.Errorf("logs --tail with --since-offset: %v", r)
+	}
+
+	// kill is docker's: SIGKILL to the tree at once, no trap runs; stop is
+	// the polite one: SIGTERM, and the job's trap ends it.
+	ready := fifo(t, dir, "ready")
+	const trapper = `trap 'echo got TERM; exit 3' TERM; echo up > ready; while :; do sleep 0.1; done`
+	a := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "--mode", "stdio", trapper).stdout)
+	if got := ready(); got != "up" {
+		t.Fatalf("ready: %q", got)
+	}
+	if r := cli(t, s, dir, "", "kill", a); r.code != 0 || r.stdout != a+"\n" {
+		t.Errorf("kill: %v", r)
+	}
+	if r := cli(t, s, dir, "", "wait", a); r.code != 137 {
+		t.Errorf("wait after kill: %v, want 137 (SIGKILL, no grace)", r)
+	}
+	if r := cli(t, s, dir, "", "logs", a); strings.Contains(r.stdout, "got TERM") {
+		t.Errorf("kill sent SIGTERM first: %v", r)
+	}
+	b := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "--mode", "stdio", trapper).stdout)
+	if got := ready(); got != "up" {
+		t.Fatalf("ready: %q", got)
+	}
+	c := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "sleep 600").stdout)
+	if r := cli(t, s, dir, "", "stop", b, c); r.code != 0 || !strings.Contains(r.stdout, b) || !strings.Contains(r.stdout, c) {
+		t.Errorf("stop of two jobs: %v", r)
+	}
+	if r := cli(t, s, dir, "", "wait", b); r.code != 3 {
+		t.Errorf("wait after stop: %v, want the trap's 3", r)
+	}
+	if st, err := s.c.Status(ctx(t), c); err != nil || st.Status != "terminated" {
+		t.Errorf("the second job after stop: %+v %v", st, err)
+	}
+}
+
+// run -d of a job that could not start: its id, then exit 125 with the
+// record's reason (docker's run -d does the same). The server here has a
+// runner beside it that dies at once, so no job of it ever starts.
+func TestCLIRunDetachedStartFailure(t *testing.T) {
+	bin := t.TempDir()
+	for _, b := range []string{"shellctl", "shellctl-stage", "shellctl-screen", "shellctl-runner-exit"} {
+		data, err := os.ReadFile(filepath.Join(binDir, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, b), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bin, "shellctl-runner"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "shellctl"), "serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(t.TempDir(), "state"), "--warm-runners", "0")
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin"}
+	errb := newSyncBuffer()
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill() // the server this test started
+		cmd.Wait()
+	})
+	s := &server{t: t, URL: errb.waitMatch(t, serving)}
+	r := cli(t, s, home, "", "run", "-d", "echo never")
+	if r.code != 125 || !regexp.MustCompile(`^[0-9a-f]{16}\n$`).MatchString(r.stdout) || !strings.Contains(r.stderr, "could not start") {
+		t.Errorf("run -d of a job that cannot start: %v; want its id, 125 and the reason", r)
+	}
+}
+
+// --token-file and $SHELLCTL_AUTH_TOKEN_FILE work on every client verb,
+// in the order serve reads its own: --auth-token, --token-file,
+// $SHELLCTL_AUTH_TOKEN_FILE, $SHELLCTL_AUTH_TOKEN.
+func TestCLITokenFile(t *testing.T) {
+	s := startServer(t, serverOpts{token: "tok-for-the-cli-test"})
+	anon := &server{t: t, URL: s.URL} // the client's environment holds no token
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("tok-for-the-cli-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, anon, dir, "", "ps"); r.code != 125 || !strings.Contains(r.stderr, "--token-file") {
+		t.Errorf("ps without a token: %v; want 125 naming --token-file", r)
+	}
+	for _, tc := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"ps", "--token-file", file}},
+		{nil, []string{"--token-file", file, "ps", "-a"}},
+		{[]string{"SHELLCTL_AUTH_TOKEN_FILE=" + file}, []string{"ps"}},
+		{[]string{"SHELLCTL_AUTH_TOKEN=wrong"}, []string{"ps", "--token-file", file}},
+		{[]string{"SHELLCTL_AUTH_TOKEN_FILE=" + file, "SHELLCTL_AUTH_TOKEN=wrong"}, []string{"ps"}},
+		{[]string{"SHELLCTL_AUTH_TOKEN_FILE=/nonexistent"}, []string{"ps", "--auth-token", "tok-for-the-cli-test"}},
+	} {
+		if r := cliWithEnv(t, anon, dir, "", tc.env, tc.args...); r.code != 0 {
+			t.Errorf("%v shellctl %q: %v", tc.env, tc.args, r)
+		}
+	}
+	if r := cli(t, anon, dir, "", "run", "--token-file", file, "--mode", "stdio", "echo hi"); r.code != 0 || r.stdout != "hi\n" {
+		t.Errorf("run --token-file: %v", r)
+	}
+	if r := cli(t, anon, dir, "", "ps", "--auth-token", "x", "--token-file", file); r.code != 125 || !strings.Contains(r.stderr, "both given") {
+		t.Errorf("both token flags: %v", r)
+	}
+	missing := filepath.Join(dir, "missing")
+	if r := cli(t, anon, dir, "", "ps", "--token-file", missing); r.code != 125 || !strings.Contains(r.stderr, missing) {
+		t.Errorf("a missing token file: %v", r)
 	}
 }

@@ -76,6 +76,7 @@ type server struct {
 	args     []string
 	env      []string
 	extra    []*os.File
+	cred     *syscall.Credential
 	c        *client.Client
 	done     chan struct{}
 	races    atomic.Int32 // data races the server reported (SHELLCTL_E2E_RACE)
@@ -100,6 +101,8 @@ type serverOpts struct {
 	// extraFiles are handed to the server as fds 3…, as a careless parent
 	// would leak them.
 	extraFiles []*os.File
+	// cred runs the server as another user (a non-root deployment).
+	cred *syscall.Credential
 }
 
 func startServer(t *testing.T, o serverOpts) *server {
@@ -112,7 +115,7 @@ func startServer(t *testing.T, o serverOpts) *server {
 	if state == "" {
 		state = filepath.Join(t.TempDir(), "state")
 	}
-	s := &server{t: t, Home: home, StateDir: state, Token: o.token, args: o.args, env: o.env, extra: o.extraFiles}
+	s := &server{t: t, Home: home, StateDir: state, Token: o.token, args: o.args, env: o.env, extra: o.extraFiles, cred: o.cred}
 	s.start()
 	t.Cleanup(func() { s.terminateAll(); s.kill(syscall.SIGKILL); s.cleanupJobs(); s.checkRaces() })
 	return s
@@ -148,6 +151,12 @@ func (s *server) start() {
 	if s.group != nil {
 		// Started straight into its group (clone3 CLONE_INTO_CGROUP).
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: s.group.leafFD}
+	}
+	if s.cred != nil {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Credential = s.cred
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -339,7 +339,7 @@ func TestMetricsCountJobs(t *testing.T) {
 	grew(`shellctl_jobs_started_total{mode="pty"}`, 1)
 	grew(`shellctl_jobs_started_total{mode="stdio"}`, 2)
 	grew(`shellctl_jobs_ended_total{reason="exited",status="exited"}`, 2)
-	grew(`shellctl_jobs_ended_total{reason="terminate_request",status="terminated"}`, 1)
+	grew(`shellctl_jobs_ended_total{reason="terminate_requested",status="terminated"}`, 1)
 	grew(`shellctl_job_duration_seconds_count`, 3)
 	grew(`shellctl_job_start_latency_seconds_count`, 3)
 	grew(`shellctl_http_requests_total{code="200",method="POST",route="/v1/jobs/run"}`, 3)

@@ -55,6 +55,10 @@ type record struct {
 		Enabled bool     `json:"enabled"`
 		Scoped  []string `json:"scoped"`
 		Error   *string  `json:"error"`
+		// e2e/powers_test.go
+		Capabilities []string `json:"capabilities"`
+		Seccomp      *string  `json:"seccomp"`
+		IPCNamespace bool     `json:"ipc_namespace"`
 	} `json:"isolation"`
 	Limits struct {
 		Asked   recLimits  `json:"asked"`

@@ -7,12 +7,15 @@ IMAGE_OUT ?= bin/image
 
 .PHONY: image image-repro test-image
 
-# The Debian root (debootstrap minbase, cached under /var/tmp), the static
-# binaries, one reproducible layer: bin/image/oci, bin/image/shellctl-image.tar.
+# The Debian root (debootstrap minbase, cached under /var/tmp) as a base
+# layer that stays the same from release to release, the static binaries as
+# a small layer above it: bin/image/oci, bin/image/shellctl-image.tar. A
+# line as each stage starts.
 image: build
 	deploy/image/build.sh $(IMAGE_OUT)
 
-# Builds the image twice and fails unless both have the same digest.
+# Builds the image again and fails unless it has the same digest; then as a
+# next release would, and fails unless the base layer stays the same.
 image-repro: build
 	deploy/image/check-reproducible.sh
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/shellctl/shellctl/internal/agentstub"
 	"github.com/shellctl/shellctl/internal/agentstub/fakestub"
@@ -349,3 +350,52 @@ func TestFileDownloadFailures(t *testing.T) {
 
 // umask is the process umask (the binary inherits it).
 func umask() os.FileMode { m := syscall.Umask(0); syscall.Umask(m); return os.FileMode(m) }
+
+// A filename from the backend that holds control characters (a newline,
+// ESC, BEL: an OSC 52 sequence that writes the terminal's clipboard),
+// or bidirectional overrides is written with "_"
+// in their place, and what is printed holds none of them: the terminal
+// of whoever reads the answer is not driven by the backend.
+func TestFileDownloadNameControlCharacters(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []struct{ filename, want string }{
+		{"evil\n\x1b]52;c;aGVsbG8=\x07.txt", "out/evil__]52;c;aGVsbG8=_.txt"},
+		{"dir/\x1b[2J\x1b[Hclear.sh", "out/_[2J_[Hclear.sh"},
+		{"bell\x07.txt", "out/bell_.txt"},
+		{"c1\u009b31m.txt", "out/c1_31m.txt"},         // the C1 CSI, encoded
+		{"report\u202etxt.exe", "out/report_txt.exe"}, // reads "reportexe.txt"
+		{"tab\there\r.txt", "out/tab_here_.txt"},
+		{"café ✓.txt", "out/café ✓.txt"}, // printable non-ASCII is kept
+	} {
+		_, ref := h.stub.AddUpload(c.filename, "text/plain", []byte("data of "+c.want))
+		r := h.run("", "file", "download", "tool_file", ref, "--to", "out")
+		r.want(t, 0, c.want+"\n", "")
+		if b, err := os.ReadFile(h.path(c.want)); err != nil || string(b) != "data of "+c.want {
+			t.Errorf("%q: %q, %v", c.want, b, err)
+		}
+	}
+	ents, _ := os.ReadDir(h.path("out"))
+	for _, e := range ents {
+		if strings.ContainsFunc(e.Name(), func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u202e' }) ||
+			!utf8.ValidString(e.Name()) {
+			t.Errorf("a file was written with an unsafe name: %q", e.Name())
+		}
+	}
+
+	// A directory given with control characters (the caller's own) is
+	// printed escaped, on one line, and so is an error naming it.
+	_, ref := h.stub.AddUpload("a.txt", "text/plain", []byte("a"))
+	dir := "o\x1b]0;title\x07"
+	h.run("", "file", "download", "tool_file", ref, "--to", dir).want(t, 0, `o\x1b]0;title\x07/a.txt`+"\n", "")
+	if _, err := os.Stat(h.path(dir + "/a.txt")); err != nil {
+		t.Errorf("not written where asked: %v", err)
+	}
+	if err := os.WriteFile(h.path("file\x1b[31m"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run("", "file", "download", "tool_file", ref, "--to", "file\x1b[31m/sub")
+	r.wantFail(t, `dify-agent: create file\x1b[31m/sub: `)
+	if strings.ContainsAny(r.stderr, "\x1b\x07") {
+		t.Errorf("stderr holds a control character: %q", r.stderr)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -104,5 +105,30 @@ func TestUnknownFirstWordIsConnect(t *testing.T) {
 				t.Fatalf("connection %d = %q, want %q", i, conns[i], want[i])
 			}
 		}
+	}
+}
+
+// A typo of a command is a usage error that names the command it may
+// mean, and reaches no backend; completion prints a shell script.
+func TestTypoIsUsageErrorAndCompletionWorks(t *testing.T) {
+	h := newHarness(t)
+	for typo, meant := range map[string]string{"hlep": `"help"`, "flie": `"file"`, "drvie": `"drive"`} {
+		r := h.run("", typo)
+		if r.code != 2 || !strings.Contains(r.stderr, "unknown command") || !strings.Contains(r.stderr, meant) || r.stdout != "" {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q; want 2 naming %s", typo, r.code, r.stdout, r.stderr, meant)
+		}
+	}
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		r := h.run("", "completion", sh)
+		if r.code != 0 || !strings.Contains(r.stdout, "dify-agent") || len(r.stdout) < 500 {
+			t.Fatalf("completion %s: exit %d, %d bytes of stdout, stderr %q", sh, r.code, len(r.stdout), r.stderr)
+		}
+	}
+	if n := len(h.stub.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the backend, want none", n)
+	}
+	// The help a model reads does not list it.
+	if r := h.run("", "--help"); strings.Contains(r.stdout, "completion") {
+		t.Fatalf("--help lists completion:\n%s", r.stdout)
 	}
 }

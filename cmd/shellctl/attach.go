@@ -21,7 +21,7 @@ const defaultDetachKeys = "ctrl-p,ctrl-q"
 
 func attachCmd(cf *clientFlags) *cobra.Command {
 	var detachKeys string
-	var since int64 = -1
+	var since optOffset
 	c := &cobra.Command{
 		Use:   "attach [--detach-keys KEYS] JOB_ID",
 		Short: "Connect your terminal to a running job (detach with Ctrl-P Ctrl-Q)",
@@ -55,8 +55,8 @@ and Ctrl-C sends it SIGINT, as run does.`,
 				return fmt.Errorf("job %s is done (%s): there is nothing to attach to; `shellctl logs %s` prints its output", id, rec.Status, id)
 			}
 			out, errOff := rec.OutputBytes, rec.StderrBytes
-			if since >= 0 {
-				out, errOff = since, 0
+			if since.set {
+				out, errOff = since.v, 0
 			}
 			if rec.Mode == "stdio" {
 				sigs := notifyRun()
@@ -67,8 +67,7 @@ and Ctrl-C sends it SIGINT, as run does.`,
 		},
 	}
 	c.Flags().StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "key sequence that detaches: ctrl-<letter> or single characters, comma-separated")
-	c.Flags().Int64Var(&since, "since-offset", -1, "print output from this byte offset (default: the current end)")
-	c.Flags().Lookup("since-offset").DefValue = ""
+	c.Flags().Var(&since, "since-offset", "print output from this byte offset (default: the current end)")
 	return c
 }
 

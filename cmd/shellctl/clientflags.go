@@ -21,10 +21,11 @@ import (
 
 // clientFlags are the connection flags of the client verbs.
 type clientFlags struct {
-	server string
-	token  string
-	json   bool
-	fs     *pflag.FlagSet
+	server    string
+	token     string
+	tokenFile string
+	json      bool
+	fs        *pflag.FlagSet
 	// resolved is the server's URL once a verb made its client, for
 	// messages.
 	resolved string
@@ -44,7 +45,8 @@ func (f *clientFlags) flagSet() *pflag.FlagSet {
 		}
 		fs.StringVar(&f.server, "server", def, "server as host:port or URL (default $SHELLCTL_URL, else "+defaultListen+")")
 		fs.Lookup("server").DefValue = ""
-		fs.StringVar(&f.token, "auth-token", "", "bearer token (default $SHELLCTL_AUTH_TOKEN)")
+		fs.StringVar(&f.token, "auth-token", "", "bearer token (default $SHELLCTL_AUTH_TOKEN); visible in /proc: prefer --token-file")
+		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (one line; default $SHELLCTL_AUTH_TOKEN_FILE)")
 		fs.BoolVar(&f.json, "json", false, "print JSON (the API's answers) instead of text")
 		f.fs = fs
 	}
@@ -86,11 +88,44 @@ func (f *clientFlags) client() (*client.Client, error) {
 		return nil, err
 	}
 	f.resolved = base
-	tok := f.token
-	if tok == "" {
-		tok = os.Getenv("SHELLCTL_AUTH_TOKEN")
+	tok, err := f.bearer()
+	if err != nil {
+		return nil, err
 	}
 	return &client.Client{BaseURL: base, Token: tok, HTTP: &http.Client{}}, nil
+}
+
+// bearer is the token the client verbs send (clientToken's rule).
+func (f *clientFlags) bearer() (string, error) {
+	return clientToken(f.token, f.tokenFile, os.Getenv)
+}
+
+// clientToken picks the token a client verb sends, first match wins:
+// --auth-token, --token-file, $SHELLCTL_AUTH_TOKEN_FILE,
+// $SHELLCTL_AUTH_TOKEN (serve's own order, resolveToken). Both flags at
+// once is a usage error: which one was meant is unknowable.
+func clientToken(flagToken, flagFile string, getenv func(string) string) (string, error) {
+	if flagToken != "" && flagFile != "" {
+		return "", &usageError{"--auth-token and --token-file are both given: pass one of them (--token-file keeps the token out of /proc)"}
+	}
+	if flagToken != "" {
+		return flagToken, nil
+	}
+	what, path := "--token-file", flagFile
+	if path == "" {
+		what, path = envTokenFile, getenv(envTokenFile)
+	}
+	if path != "" {
+		tok, note, err := readTokenFile(path, what)
+		if err != nil {
+			return "", err
+		}
+		if note != "" {
+			fmt.Fprintln(os.Stderr, "shellctl:", note)
+		}
+		return tok, nil
+	}
+	return getenv(envToken), nil
 }
 
 func (f *clientFlags) print(v any, human func()) {
@@ -117,12 +152,22 @@ func explain(err error) string {
 		return fmt.Sprintf("the shellctl server at %s did not answer in time: %v", where, err)
 	case errors.As(err, &ae):
 		if ae.Status == http.StatusUnauthorized {
-			return fmt.Sprintf("the server at %s wants a token: pass --auth-token or set $SHELLCTL_AUTH_TOKEN (%s)", where, ae.Message)
+			return fmt.Sprintf("the server at %s wants a token: pass --token-file (or $SHELLCTL_AUTH_TOKEN_FILE), --auth-token or $SHELLCTL_AUTH_TOKEN (%s)", where, ae.Message)
 		}
-		return fmt.Sprintf("%s (HTTP %d %s)", ae.Message, ae.Status, ae.Code)
+		msg := fmt.Sprintf("%s (HTTP %d %s)", ae.Message, ae.Status, ae.Code)
+		if ae.Code == "job_not_found" && !strings.Contains(ae.Message, "gc-retention") {
+			// An older server's 404 does not say it: the usual reason a
+			// job id that worked minutes ago is unknown now.
+			msg += " " + gcHint
+		}
+		return msg
 	}
 	return err.Error()
 }
+
+// gcHint follows a job_not_found: a finished job is removed after the
+// server's retention, which the client cannot know (5 min by default).
+const gcHint = "(finished jobs are collected after the server's --gc-retention, 5m by default)"
 
 func isDNSError(err error) bool {
 	var de *net.DNSError

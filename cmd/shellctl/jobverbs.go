@@ -134,9 +134,10 @@ func killCmd(cf *clientFlags) *cobra.Command {
 	var grace optSeconds
 	c := &cobra.Command{
 		Use:   "kill [-s SIGNAL] JOB_ID...",
-		Short: "End jobs (their whole process tree), or send them a signal with -s",
-		Long: `Without -s: end each job and its whole process tree, as terminate does
-(SIGTERM, then SIGKILL after --grace seconds; the server's default is 10).
+		Short: "Kill jobs at once (SIGKILL to their whole process tree), or send them a signal with -s",
+		Long: `Without -s: end each job as docker kill does, at once: SIGKILL to its whole
+process tree (the job ends terminated, exit 137). stop is the polite way (SIGTERM,
+then SIGKILL after a grace period); kill --grace S is the same as stop --grace S.
 With -s SIGNAL (INT, TERM, HUP, KILL, SIGUSR1, 9 …): send that signal only, to
 --target: foreground (a pty job's default: the terminal's foreground program),
 group (a stdio job's default: the job's process group) or tree (every process of
@@ -147,14 +148,23 @@ the job).`,
 			if cmd.Flags().Changed("target") && sig == "" {
 				return &usageError{"--target needs -s SIGNAL: without it kill ends the whole tree"}
 			}
+			if grace.set && sig != "" {
+				return &usageError{"--grace is for kill without -s (SIGTERM, then SIGKILL after it): with -s only that signal is sent"}
+			}
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
+			// docker kill's default: no grace at all, so the server's
+			// ladder goes straight to SIGKILL of the tree.
+			g := 0.0
+			if grace.set {
+				g = grace.v
+			}
 			var failed error
 			for _, id := range args {
 				if sig == "" {
-					v, err := c.Terminate(cmd.Context(), id, grace.orDefault())
+					v, err := c.Terminate(cmd.Context(), id, g)
 					if err != nil {
 						fmt.Fprintf(os.Stderr, "shellctl: %s: %s\n", id, explain(err))
 						failed = &jobExit{code: exitClient}
@@ -176,31 +186,44 @@ the job).`,
 	}
 	c.Flags().StringVarP(&sig, "signal", "s", "", "signal to send instead of ending the job")
 	c.Flags().StringVar(&target, "target", "", "with -s: foreground, group or tree")
-	c.Flags().Var(&grace, "grace", "without -s: seconds between SIGTERM and SIGKILL (server default 10)")
+	c.Flags().Var(&grace, "grace", "without -s: SIGTERM first, SIGKILL after this many seconds (as stop; default: SIGKILL at once)")
 	return c
 }
 
 func terminateCmd(cf *clientFlags) *cobra.Command {
 	var grace optSeconds
 	c := &cobra.Command{
-		Use:               "terminate JOB_ID",
-		Short:             "End a job and its whole process tree (as kill without -s)",
-		Args:              cobra.ExactArgs(1),
+		Use:     "terminate JOB_ID...",
+		Aliases: []string{"stop"},
+		Short:   "Stop jobs politely: SIGTERM, then SIGKILL to the whole tree after a grace period (alias: stop)",
+		Long: `End each job and its whole process tree the polite way: SIGINT to a pty job's
+foreground program and SIGTERM to the tree, then SIGKILL after --grace seconds
+(the server's default is 10) to what is left. It returns as soon as nothing of
+the job is left. docker stop is the same; kill (without -s) is the SIGKILL at once.`,
+		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeJobIDs(cf),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			v, err := c.Terminate(cmd.Context(), args[0], grace.orDefault())
-			if err != nil {
-				return err
+			var failed error
+			for _, id := range args {
+				v, err := c.Terminate(cmd.Context(), id, grace.orDefault())
+				if err != nil {
+					if len(args) == 1 {
+						return err
+					}
+					fmt.Fprintf(os.Stderr, "shellctl: %s: %s\n", id, explain(err))
+					failed = &jobExit{code: exitClient}
+					continue
+				}
+				cf.print(v, func() { printStatus(v) })
 			}
-			cf.print(v, func() { printStatus(v) })
-			return nil
+			return failed
 		},
 	}
-	c.Flags().Var(&grace, "grace", "seconds between SIGTERM and SIGKILL (server default 10)")
+	c.Flags().VarP(&grace, "grace", "t", "seconds between SIGTERM and SIGKILL (server default 10; -t as docker stop's)")
 	return c
 }
 

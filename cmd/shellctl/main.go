@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/buildinfo"
 )
 
 // Exit codes of the client verbs (docker's convention): a job's own code
@@ -78,6 +80,10 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serveCmd())
 	addClientCommands(root)
 	root.AddCommand(mcpCmd()) // cmd/shellctl/mcp.go
+	root.AddCommand(versionCmd(theClientFlags))
+	root.AddCommand(healthcheckCmd(theClientFlags))
+	root.Version = buildinfo.Get().Version // --version, as well as the verb
+	root.SetVersionTemplate("shellctl {{.Version}}\n")
 	// The connection flags are the client verbs': persistent on the root,
 	// so they may come before the verb (shellctl --json ps) as after it,
 	// but neither shown nor taken by serve and completion.

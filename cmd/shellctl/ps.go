@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"text/template"
 	"time"
 	"unicode/utf8"
 
@@ -35,32 +38,66 @@ type psRow struct {
 	Command *string `json:"command"`
 }
 
-// commandWidth bounds the COMMAND column.
+// commandWidth bounds the COMMAND column (--no-trunc lifts it).
 const commandWidth = 48
 
+// commandRead is how much of a script ps reads for its COMMAND column and
+// --json: more than the column shows, little enough for a list of 200.
+const commandRead = 512
+
+// maxCommandRead bounds what ps --no-trunc reads of one script: a script
+// may be as large as a request (64 MiB); a line of ps need not be.
+const maxCommandRead = 64 << 10
+
 func psCmd(cf *clientFlags) *cobra.Command {
-	var status string
+	var status, format string
 	var limit int
-	var quiet bool
+	var quiet, all, noTrunc bool
 	c := &cobra.Command{
 		Use:     "ps",
 		Aliases: []string{"jobs"},
-		Short:   "List jobs, newest first (ID, STATUS, EXIT, MODE, AGE, COMMAND)",
-		Long: `List jobs, newest first: ID, STATUS, EXIT (the exit code, - while running or
-when the job has none), MODE, AGE (since it was created) and COMMAND (the start of
-its script). -q prints the ids only. --json prints the same as JSON.
+		Short:   "List running jobs (-a: all), newest first (ID, STATUS, EXIT, MODE, AGE, COMMAND)",
+		Long: `List the jobs that have not ended (created, starting, running), newest first;
+-a lists all of them, --status S those in one state. Columns: ID, STATUS, EXIT (the
+exit code, - while running or when the job has none), MODE, AGE (since it was
+created) and COMMAND (the start of its script; --no-trunc: all of it). -q prints
+the ids only. --json prints the same as JSON; --format prints each job by a Go
+template over its row ({{.JobID}} {{.Status}} {{.ExitCode}} {{.Mode}} {{.Age}}
+{{.Command}} {{.CreatedAt}} {{.StartedAt}} {{.EndedAt}}; {{json .}} the row as
+JSON), or "json" for one JSON object per line.
+
+Finished jobs are kept for the server's --gc-retention (5m by default) after they
+end, then collected: ps -a no longer lists them and logs no longer has them.
 
 COMMAND is read from the job's script file in the server's state dir, so it shows
 only where this client runs on the server's machine as its user; elsewhere it is
 "?" (the API does not send scripts back).`,
+		Example: `  shellctl ps -a
+  shellctl ps --format '{{.JobID}} {{.Status}}'
+  shellctl ps -a --format json | jq -r .command`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var tmpl *template.Template
+			switch {
+			case format != "" && (quiet || cf.json):
+				return &usageError{"--format and -q or --json are given together: pass one of them"}
+			case format != "" && format != "json":
+				var err error
+				if tmpl, err = parseRowFormat(format); err != nil {
+					return err
+				}
+			}
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			list, err := c.List(ctx, status, limit)
+			var list []client.JobInfo
+			if status != "" || all {
+				list, err = c.List(ctx, status, limit)
+			} else {
+				list, err = listNotEnded(ctx, c, limit)
+			}
 			if err != nil {
 				return err
 			}
@@ -70,23 +107,166 @@ only where this client runs on the server's machine as its user; elsewhere it is
 				}
 				return nil
 			}
-			rows := psRows(ctx, c, list)
-			if cf.json {
+			width := commandWidth
+			if noTrunc {
+				width = 0
+			}
+			rows := psRows(ctx, c, list, noTrunc)
+			switch {
+			case cf.json:
 				cf.print(map[string]any{"jobs": rows}, nil)
 				return nil
+			case format == "json":
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetEscapeHTML(false)
+				for _, r := range rows {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			case tmpl != nil:
+				return printRows(os.Stdout, tmpl, rows, time.Now(), width)
 			}
-			printPS(os.Stdout, rows, time.Now())
+			printPS(os.Stdout, rows, time.Now(), width)
 			return nil
 		},
 	}
+	c.Flags().BoolVarP(&all, "all", "a", false, "all jobs, ended ones too (default: those not ended)")
 	c.Flags().StringVar(&status, "status", "", "only jobs in this state (created, starting, running, exited, terminated, failed, lost)")
 	c.Flags().IntVar(&limit, "limit", 0, "at most this many jobs (the server's default is 50, at most 200)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print the job ids only")
+	c.Flags().StringVar(&format, "format", "", `print each job by a Go template ('{{.JobID}} {{.Status}}'), or "json" for one object per line`)
+	c.Flags().BoolVar(&noTrunc, "no-trunc", false, "the whole COMMAND, not its first 48 characters")
 	return c
 }
 
+// notEnded are the states of a job that has not ended, in the order a job
+// goes through them.
+var notEnded = []string{"created", "starting", "running"}
+
+// listNotEnded lists the jobs that have not ended, newest first, at most
+// limit (≤ 0: the server's default, 50). The list route takes one state,
+// so it is asked once per state, in the order a job goes through them: a
+// job that moves on between two answers is then listed twice (kept once)
+// rather than missed, unless it ended meanwhile.
+func listNotEnded(ctx context.Context, c *client.Client, limit int) ([]client.JobInfo, error) {
+	seen := map[string]bool{}
+	var all []client.JobInfo
+	for _, st := range notEnded {
+		list, err := c.List(ctx, st, limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range list {
+			if !seen[j.JobID] {
+				seen[j.JobID] = true
+				all = append(all, j)
+			}
+		}
+	}
+	sortNewestFirst(all)
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// defaultListLimit is the list route's default limit (http-api.md).
+const defaultListLimit = 50
+
+// sortNewestFirst orders jobs by creation time, newest first; the sort is
+// stable, so jobs created at the same instant keep the server's order.
+func sortNewestFirst(list []client.JobInfo) {
+	at := func(j client.JobInfo) time.Time {
+		t, _ := time.Parse(time.RFC3339Nano, j.CreatedAt)
+		return t
+	}
+	sort.SliceStable(list, func(a, b int) bool { return at(list[a]).After(at(list[b])) })
+}
+
+// formatRow is a job as ps --format's template sees it: the table's
+// values as text (ExitCode "-" while there is none, Command "?" where it
+// is unknown), StartedAt and EndedAt "" while unset. ID is JobID under
+// docker's name.
+type formatRow struct {
+	ID, JobID, Status, ExitCode, Mode, Age, Command string
+	CreatedAt, StartedAt, EndedAt                   string
+	row                                             psRow
+}
+
+const formatFields = "ID, JobID, Status, ExitCode, Mode, Age, Command, CreatedAt, StartedAt, EndedAt"
+
+// parseRowFormat reads ps --format's template. {{json .}} prints the row
+// as --format json does.
+func parseRowFormat(text string) (*template.Template, error) {
+	t, err := template.New("format").Option("missingkey=error").Funcs(template.FuncMap{
+		"json": func(v any) (string, error) {
+			if r, ok := v.(formatRow); ok {
+				v = r.row
+			}
+			b, err := json.Marshal(v)
+			return string(b), err
+		},
+	}).Parse(text)
+	if err != nil {
+		return nil, &usageError{fmt.Sprintf("--format %q is not a Go template: %v", text, err)}
+	}
+	// A field that does not exist fails on a row of blanks as on a job:
+	// said before anything is asked of the server, even when no job is
+	// listed.
+	if err := t.Execute(io.Discard, formatRow{}); err != nil {
+		return nil, &usageError{fmt.Sprintf("--format %q: %v (the fields: %s)", text, err, formatFields)}
+	}
+	return t, nil
+}
+
+// printRows prints each row by tmpl, one line each (a newline is added
+// unless the template ends with one). width clips Command (0: whole).
+func printRows(w io.Writer, tmpl *template.Template, rows []psRow, now time.Time, width int) error {
+	var buf bytes.Buffer
+	for _, r := range rows {
+		buf.Reset()
+		if err := tmpl.Execute(&buf, toFormatRow(r, now, width)); err != nil {
+			return &usageError{fmt.Sprintf("--format: %v (the fields: %s)", err, formatFields)}
+		}
+		if !bytes.HasSuffix(buf.Bytes(), []byte("\n")) {
+			buf.WriteByte('\n')
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func toFormatRow(r psRow, now time.Time, width int) formatRow {
+	f := formatRow{ID: r.JobID, JobID: r.JobID, Status: r.Status, ExitCode: "-", Mode: r.Mode, Age: age(r.CreatedAt, now),
+		Command: "?", CreatedAt: r.CreatedAt, row: r}
+	if r.ExitCode != nil {
+		f.ExitCode = strconv.Itoa(*r.ExitCode)
+	}
+	if f.Mode == "" {
+		f.Mode = "?"
+	}
+	if r.Command != nil {
+		f.Command = clip(*r.Command, width)
+	}
+	if r.StartedAt != nil {
+		f.StartedAt = *r.StartedAt
+	}
+	if r.EndedAt != nil {
+		f.EndedAt = *r.EndedAt
+	}
+	return f
+}
+
 // psRows fills in each job's record (a few at a time) and command.
-func psRows(ctx context.Context, c *client.Client, list []client.JobInfo) []psRow {
+// whole: the script's command whole (up to maxCommandRead), else its start.
+func psRows(ctx context.Context, c *client.Client, list []client.JobInfo, whole bool) []psRow {
 	stateDir := ""
 	if info, err := c.Info(ctx); err == nil {
 		stateDir = info.StateDir
@@ -115,7 +295,11 @@ func psRows(ctx context.Context, c *client.Client, list []client.JobInfo) []psRo
 				r.Status, r.ExitCode, r.Mode = rec.Status, rec.ExitCode, rec.Mode
 				r.CreatedAt, r.StartedAt, r.EndedAt = rec.CreatedAt, rec.StartedAt, rec.EndedAt
 			}
-			rows[i].Command = commandOf(sd, j.JobID)
+			read := commandRead
+			if whole {
+				read = maxCommandRead
+			}
+			rows[i].Command = commandOf(sd, j.JobID, read)
 		}()
 	}
 	wg.Wait()
@@ -126,7 +310,7 @@ func psRows(ctx context.Context, c *client.Client, list []client.JobInfo) []psRo
 // server's state dir (jobs/<id>/script), or nil where this client cannot
 // read it (another machine or user). The API has no route that gives a
 // script back, and the record's keys are fixed by the spec.
-func commandOf(sd *statedir.Dir, id string) *string {
+func commandOf(sd *statedir.Dir, id string, read int) *string {
 	if sd == nil || !jobs.ValidID(id) {
 		return nil
 	}
@@ -135,9 +319,14 @@ func commandOf(sd *statedir.Dir, id string) *string {
 		return nil
 	}
 	defer f.Close()
-	buf := make([]byte, 512)
+	buf := make([]byte, read+1)
 	n, _ := io.ReadFull(f, buf)
-	s := oneLine(string(buf[:n]))
+	more := n > read
+	s := oneLine(string(buf[:min(n, read)]))
+	if more {
+		// There is more: say so rather than show a cut as the whole.
+		s += "…"
+	}
 	return &s
 }
 
@@ -156,15 +345,17 @@ func oneLine(script string) string {
 	return strings.ToValidUTF8(strings.Join(parts, "; "), "?")
 }
 
+// clip cuts s to n characters, the last one "…" (n ≤ 0: s whole).
 func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
+	if n <= 0 || utf8.RuneCountInString(s) <= n {
 		return s
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
 }
 
-func printPS(w io.Writer, rows []psRow, now time.Time) {
+// printPS prints the table; width clips COMMAND (0: whole).
+func printPS(w io.Writer, rows []psRow, now time.Time, width int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tMODE\tAGE\tCOMMAND")
 	for _, r := range rows {
@@ -178,7 +369,7 @@ func printPS(w io.Writer, rows []psRow, now time.Time) {
 		}
 		cmd := "?"
 		if r.Command != nil {
-			cmd = clip(*r.Command, commandWidth)
+			cmd = clip(*r.Command, width)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.JobID, r.Status, exit, mode, age(r.CreatedAt, now), cmd)
 	}

@@ -32,13 +32,13 @@ func TestCommandOfFollowsNoLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sd.Close()
-	if got := commandOf(sd, "00000000000000aa"); got == nil || *got != oneLine("echo a\necho b\n") {
+	if got := commandOf(sd, "00000000000000aa", commandRead); got == nil || *got != oneLine("echo a\necho b\n") {
 		t.Fatalf("commandOf of a real script = %v", got)
 	}
-	if got := commandOf(sd, "00000000000000bb"); got != nil {
+	if got := commandOf(sd, "00000000000000bb", commandRead); got != nil {
 		t.Fatalf("commandOf followed a planted link: %q", *got)
 	}
-	if got := commandOf(sd, "../../etc"); got != nil {
+	if got := commandOf(sd, "../../etc", commandRead); got != nil {
 		t.Fatalf("commandOf took an id that is no job id: %q", *got)
 	}
 }

@@ -22,7 +22,7 @@ const interruptWindow = 3 * time.Second
 func runCmd(cf *clientFlags) *cobra.Command {
 	var req client.RunRequest
 	var env []string
-	var detach, interactive bool
+	var detach, interactive, tty bool
 	detachKeys := defaultDetachKeys
 	c := &cobra.Command{
 		Use:   "run [flags] SCRIPT... | -",
@@ -31,18 +31,36 @@ func runCmd(cf *clientFlags) *cobra.Command {
 on your stderr). The job runs in your working directory (--cwd to choose another)
 and shellctl exits with the job's exit code.
 
+Flags come before the script: everything from its first word on is the script's,
+as in docker (shellctl run ls -la; or put -- before it). The words are joined by
+spaces into one shell command line.
+
 Ctrl-C sends SIGINT to the job (to the terminal's foreground program for a pty
 job) and keeps following it; a second Ctrl-C within 3 seconds terminates the job.
-Either way shellctl exits with the job's code. -d starts the job and prints its id.
+Either way shellctl exits with the job's code. -d starts the job and prints its id
+(exit 125 and the reason when it failed to start).
 -i attaches your terminal to the job (as attach does: what you type goes to it,
-Ctrl-P Ctrl-Q detaches).
-Exit 125: shellctl itself failed (no server, a refused request).`,
+Ctrl-P Ctrl-Q detaches). -t asks for a terminal: a pty job, the default; -it is
+-i with it, as in docker.
+-e NAME=VALUE sets a variable; -e NAME passes your own value of NAME (left out
+when you have none).
+Exit 125: shellctl itself failed (no server, a refused request, a job that could
+not start).`,
 		Example: `  shellctl run 'make -j2 test'
+  shellctl run ls -la
+  shellctl run -it bash
+  shellctl run -e GOFLAGS -e CI=1 go test ./...
   shellctl run -d 'python3 -m http.server 8000'
   echo 'uname -a' | shellctl run -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			script := strings.Join(args, " ")
+			if tty && req.Mode == "stdio" {
+				return &usageError{"-t asks for a terminal (a pty job) and --mode stdio for pipes: pass one of them"}
+			}
+			if tty && req.Mode == "" {
+				req.Mode = "pty"
+			}
 			if script == "-" {
 				b, err := io.ReadAll(os.Stdin)
 				if err != nil {
@@ -51,16 +69,11 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 				script = string(b)
 			}
 			req.Script = script
-			if len(env) > 0 {
-				req.Env = map[string]string{}
-				for _, kv := range env {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok || k == "" {
-						return &usageError{fmt.Sprintf("--env %q is not NAME=VALUE", kv)}
-					}
-					req.Env[k] = v
-				}
+			jobEnv, err := envOf(env, os.LookupEnv)
+			if err != nil {
+				return err
 			}
+			req.Env = jobEnv
 			if req.Cwd == "" {
 				wd, err := os.Getwd()
 				if err != nil {
@@ -88,7 +101,8 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 				}
 			}
 			// The smallest wait: the answer comes at once, the output
-			// follows by the stream.
+			// follows by the stream. (0 would not do: run takes a timeout
+			// ≤ 0 as its default of 30 s, http-api.md.)
 			req.Timeout = 0.001
 			c, err := cf.client()
 			if err != nil {
@@ -116,7 +130,9 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 					return err
 				}
 				cf.print(res, func() { fmt.Println(res.JobID) })
-				return nil
+				// The id is printed either way (docker's run -d does so
+				// too): inspect and logs take it.
+				return startFailure(ctx, c, res.JobID)
 			}
 			if interactive {
 				return attachPTY(ctx, c, res.JobID, 0, keys)
@@ -125,14 +141,64 @@ Exit 125: shellctl itself failed (no server, a refused request).`,
 		},
 	}
 	f := c.Flags()
+	// Flags end at the script's first word (docker's rule): run ls -la is
+	// the script "ls -la", not an unknown flag -l.
+	f.SetInterspersed(false)
 	f.StringVar(&req.Mode, "mode", "", "pty (a terminal; the default) or stdio (pipes; stderr apart)")
 	f.StringVar(&req.Cwd, "cwd", "", "working directory of the job (default: yours)")
-	f.StringArrayVarP(&env, "env", "e", nil, "NAME=VALUE for the job's environment (repeatable)")
+	f.StringArrayVarP(&env, "env", "e", nil, "NAME=VALUE for the job's environment, or NAME for your value of NAME (repeatable)")
 	f.StringVar(&req.SessionID, "session-id", "", "session id stored with the job")
 	f.BoolVarP(&detach, "detach", "d", false, "print the job id and return once the job runs")
 	f.BoolVarP(&interactive, "interactive", "i", false, "attach your terminal: type to the job (pty only)")
+	f.BoolVarP(&tty, "tty", "t", false, "a terminal for the job: pty mode (the default; not with --mode stdio)")
 	f.StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "with -i: the key sequence that detaches")
 	return c
+}
+
+// envOf turns the -e values into the job's environment: NAME=VALUE as
+// given, a bare NAME with the caller's value, or left out when the caller
+// has none (docker's -e NAME). nil when there are none.
+func envOf(vals []string, lookup func(string) (string, bool)) (map[string]string, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	env := map[string]string{}
+	for _, kv := range vals {
+		k, v, ok := strings.Cut(kv, "=")
+		if k == "" {
+			return nil, &usageError{fmt.Sprintf("--env %q has no name: give NAME=VALUE or NAME", kv)}
+		}
+		if !ok {
+			if v, ok = lookup(k); !ok {
+				continue
+			}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// startFailure is run -d's answer for a job whose script never ran: exit
+// 125 with the record's message. Such a job ended failed, without having
+// started, or with a reason that says its script was never reached
+// (start_failed: its program could not be executed, with 126 or 127;
+// isolation_failed: its confinement could not be set up, with 125). A job
+// that ran and ended by itself already is no failure of run's.
+func startFailure(ctx context.Context, c *client.Client, id string) error {
+	rec, err := c.Record(ctx, id)
+	if err != nil {
+		return err
+	}
+	neverRan := rec.Status == "failed" || rec.StartedAt == nil ||
+		(rec.Reason != nil && (*rec.Reason == "start_failed" || *rec.Reason == "isolation_failed"))
+	if !rec.Done || !neverRan {
+		return nil
+	}
+	msg := fmt.Sprintf("job %s could not start (%s)", id, rec.Status)
+	if rec.Message != nil && *rec.Message != "" {
+		msg += ": " + *rec.Message
+	}
+	return &jobExit{code: exitClient, msg: msg + fmt.Sprintf("; `shellctl inspect %s` shows its record", id)}
 }
 
 // followRun prints job id's output until it ends, turns Ctrl-C into

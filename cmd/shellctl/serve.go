@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/api"
+	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/server"
 	"github.com/shellctl/shellctl/internal/statedir"
 )
@@ -202,6 +203,9 @@ func serveCmd() *cobra.Command {
 	f.StringSliceVar(&cfg.AllowedOrigins, "allowed-origins", nil, "browser origins allowed (scheme://host[:port]), comma-separated or repeated; a request with any other Origin header gets 403 forbidden_origin")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiles on this loopback address (performance work)")
 	_ = f.MarkHidden("pprof")
+	// What a job keeps of root's powers (docs/security.md).
+	f.StringVar(&cfg.JobCapabilities, "job-capabilities", strings.Join(isolation.DefaultJobCapabilities, ","), "capabilities a job of a root server keeps (comma-separated names, CAP_ optional), or none; every other one is dropped before the job starts")
+	f.StringVar(&cfg.JobSeccomp, "job-seccomp", "default", "the job's seccomp filter: default (refuses namespaces, mounts, keyrings, BPF, perf events, module loading, clock changes, resource calls on other processes, ...) or off")
 	return c
 }
 

@@ -149,6 +149,9 @@ func TestImageUnderDocker(t *testing.T) {
 		"--pids-limit", "128", "--memory", "1g", "--cpus", "1",
 		"--mount", "type=bind,src="+tokenFile+",dst="+tokenAt+",readonly",
 		"-e", "SHELLCTL_AUTH_TOKEN_FILE="+tokenAt,
+		// The image's HEALTHCHECK, probed every second here rather than
+		// every 30 s (its command and retries stay the image's).
+		"--health-interval", "1s",
 		"shellctl:latest", "serve", "--listen", "0.0.0.0:5004", "--state-dir", stateDir,
 		"--require-auth-token", "--max-job-runtime", maxRuntime.String(), "--verbose")
 	t.Cleanup(func() {
@@ -172,6 +175,14 @@ func TestImageUnderDocker(t *testing.T) {
 	eventually(t, 20*time.Second, "the container to serve /healthz", func() bool {
 		code, _, err := b.anon.Do(ctx(t), "GET", "/healthz", nil)
 		return err == nil && code == 200
+	})
+	// docker takes the HEALTHCHECK from the image and finds it healthy
+	// (shellctl healthcheck, run inside the hardened container).
+	if hc := d.out(t, "inspect", "-f", "{{json .Config.Healthcheck.Test}}", name); !strings.Contains(hc, "healthcheck") {
+		t.Errorf("the container's Healthcheck test is %s, want the image's shellctl healthcheck", hc)
+	}
+	eventually(t, 30*time.Second, "docker to call the container healthy", func() bool {
+		return d.out(t, "inspect", "-f", "{{.State.Health.Status}}", name) == "healthy"
 	})
 	serving := func(t *testing.T, after string) {
 		t.Helper()

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -415,6 +416,18 @@ func TestImageUnderRunc(t *testing.T) {
 		}
 		if code, _, err = b.c.Do(ctx(t), "GET", "/v1/jobs", nil); err != nil || code != 200 {
 			t.Errorf("/v1/jobs with the token from --token-file: %d %v, want 200", code, err)
+		}
+	})
+
+	t.Run("HEALTHCHECK", func(t *testing.T) {
+		test := healthcheck(t)
+		if code, out := b.runcExec(t, test...); code != 0 {
+			t.Errorf("the image's HEALTHCHECK %q in the container: exit %d, want 0 (healthy)\n%s", test, code, out)
+		}
+		// It asks the server: on a port nothing serves it says unhealthy.
+		other := append(slices.Clone(test[:len(test)-1]), "127.0.0.1:5999")
+		if code, out := b.runcExec(t, other...); code != 1 {
+			t.Errorf("%q (nothing listens): exit %d, want 1 (unhealthy)\n%s", other, code, out)
 		}
 	})
 

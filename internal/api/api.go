@@ -49,6 +49,9 @@ type Server struct {
 	sem        *semaphore.Weighted
 	inFlight   atomic.Int64 // bytes reserved by large bodies
 	streams    streamStop   // closed at shutdown (stream.go)
+
+	muxOnce sync.Once
+	mux     *http.ServeMux // routes(), made on the first request
 }
 
 // ServeHTTP routes one request.
@@ -74,7 +77,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // done logs and counts one answered request.
 func (s *Server) done(sw *statusWriter, r *http.Request, ri *reqctx.Info) {
 	d := time.Since(ri.Start)
-	route, job := routePattern(r.URL.EscapedPath())
+	route, job := routeLabel(r)
 	status := sw.status
 	if status == 0 {
 		status = http.StatusOK
@@ -140,53 +143,80 @@ func (s *Server) Authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
+// route serves r by the router's table (routes).
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	// Route on the escaped path: an encoded "/" inside an id stays part
-	// of the id (and makes it malformed) instead of making a new segment.
-	path := r.URL.EscapedPath()
-	if path == "/healthz" {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r, "GET")
-			return
+	s.muxOnce.Do(func() { s.mux = s.routes() })
+	s.mux.ServeHTTP(w, r)
+}
+
+// Patterns of the two catch-alls: a path no route serves. They are not a
+// route's label (see routeLabel).
+const (
+	patternAny = "/"
+	patternV1  = "/v1/"
+)
+
+// routes is the table of every route: path patterns without methods (each
+// handler checks its method, so a wrong one is the envelope's 405, not
+// the mux's plain text), each behind the token but /healthz and paths no
+// route serves. The mux sets the request's Pattern, which labels the
+// HTTP metrics and the request log (routeLabel): no second table to keep.
+func (s *Server) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	open := func(pattern string, h http.HandlerFunc) { m.Handle(pattern, h) }
+	authed := func(pattern string, h http.HandlerFunc) {
+		m.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !s.Authorized(r) {
+				httperr.Write(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+				return
+			}
+			h(w, r)
+		}))
+	}
+	// byID checks the method and the job id, then serves.
+	byID := func(method string, h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != method {
+				methodNotAllowed(w, r, method)
+				return
+			}
+			if id := r.PathValue("id"); s.checkID(w, id) {
+				h(w, r, id)
+			}
 		}
+	}
+	only := func(h http.HandlerFunc, methods ...string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			for _, want := range methods {
+				if r.Method == want || (want == http.MethodGet && r.Method == http.MethodHead) {
+					h(w, r)
+					return
+				}
+			}
+			methodNotAllowed(w, r, strings.Join(methods, ", "))
+		}
+	}
+
+	open(patternAny, notFound)
+	open("/healthz", only(func(w http.ResponseWriter, _ *http.Request) {
 		httperr.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		return
-	}
-	if path != "/metrics" && path != "/mcp" && !strings.HasPrefix(path, "/v1/") {
-		notFound(w, r)
-		return
-	}
-	if !s.Authorized(r) {
-		httperr.Write(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
-		return
-	}
-	if path == "/mcp" { // MCP (internal/mcp): behind the token like every route
+	}, http.MethodGet))
+	authed(patternV1, notFound)
+	authed("/mcp", func(w http.ResponseWriter, r *http.Request) {
 		if s.MCP == nil {
 			notFound(w, r)
 			return
 		}
 		s.MCP.ServeHTTP(w, r)
-		return
-	}
-	if path == "/metrics" {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
+	})
+	authed("/metrics", only(func(w http.ResponseWriter, r *http.Request) {
 		if s.Metrics == nil {
 			notFound(w, r)
 			return
 		}
 		s.Metrics.Handler().ServeHTTP(w, r)
-		return
-	}
-	parts := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")
-	switch {
-	case len(parts) == 1 && parts[0] == "info":
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
+	}, http.MethodGet))
+	authed("/v1/info", only(func(w http.ResponseWriter, r *http.Request) {
 		if s.Info == nil {
 			notFound(w, r)
 			return
@@ -197,126 +227,96 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		httperr.WriteJSON(w, http.StatusOK, v)
-	case len(parts) == 1 && parts[0] == "openapi.json":
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
-		s.openapi(w, r)
-	case len(parts) == 2 && parts[0] == "snapshot" && (parts[1] == "save" || parts[1] == "restore"):
-		if r.Method != http.MethodPost {
-			methodNotAllowed(w, r, "POST")
-			return
-		}
-		if s.Snapshot == nil {
-			notFound(w, r)
-			return
-		}
-		if parts[1] == "save" {
-			s.Snapshot.HandleSave(w, r)
-		} else {
-			s.Snapshot.HandleRestore(w, r)
-		}
-	case len(parts) == 1 && parts[0] == "jobs":
-		if r.Method != http.MethodGet {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
-		s.list(w, r)
-	case len(parts) == 2 && parts[0] == "jobs" && parts[1] == "run":
-		if r.Method != http.MethodPost {
-			methodNotAllowed(w, r, "POST")
-			return
-		}
-		s.run(w, r)
-	case len(parts) == 2 && parts[0] == "jobs":
-		id := parts[1]
+	}, http.MethodGet))
+	authed("/v1/openapi.json", only(s.openapi, http.MethodGet))
+	snap := func(save bool) http.HandlerFunc {
+		return only(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case s.Snapshot == nil:
+				notFound(w, r)
+			case save:
+				s.Snapshot.HandleSave(w, r)
+			default:
+				s.Snapshot.HandleRestore(w, r)
+			}
+		}, http.MethodPost)
+	}
+	authed("/v1/snapshot/save", snap(true))
+	authed("/v1/snapshot/restore", snap(false))
+	authed("/v1/jobs", only(s.list, http.MethodGet))
+	authed("/v1/jobs/run", only(s.run, http.MethodPost))
+	authed("/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
-			if s.checkID(w, id) {
-				s.status(w, r, id)
-			}
+			byID(http.MethodGet, s.status)(w, r)
 		case http.MethodDelete:
-			if s.checkID(w, id) {
-				s.delete(w, r, id)
-			}
+			byID(http.MethodDelete, s.delete)(w, r)
 		default:
 			methodNotAllowed(w, r, "GET, DELETE")
 		}
-	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "wait" || parts[2] == "input" || parts[2] == "terminate"):
-		if r.Method != http.MethodPost {
-			methodNotAllowed(w, r, "POST")
-			return
-		}
-		id := parts[1]
-		if !s.checkID(w, id) {
-			return
-		}
-		switch parts[2] {
-		case "wait":
-			s.wait(w, r, id)
-		case "input":
-			s.input(w, r, id)
-		case "terminate":
-			s.terminate(w, r, id)
-		}
-	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "record" || parts[2] == "stderr"):
-		if r.Method != http.MethodGet {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
-		if !s.checkID(w, parts[1]) {
-			return
-		}
-		if parts[2] == "record" {
-			s.record(w, r, parts[1])
-		} else {
-			s.stderr(w, r, parts[1])
-		}
-	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "signal" || parts[2] == "resize"):
-		if r.Method != http.MethodPost {
-			methodNotAllowed(w, r, "POST")
-			return
-		}
-		if !s.checkID(w, parts[1]) {
-			return
-		}
-		if parts[2] == "signal" {
-			s.signal(w, r, parts[1])
-		} else {
-			s.resize(w, r, parts[1])
-		}
-	case len(parts) == 3 && parts[0] == "jobs" && parts[2] == "stream":
-		if r.Method != http.MethodGet {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
-		if s.checkID(w, parts[1]) {
-			s.stream(w, r, parts[1])
-		}
-	case len(parts) == 3 && parts[0] == "jobs" && (parts[2] == "screen" || parts[2] == "keys"):
-		s.screenRoute(w, r, parts[1], parts[2]) // screen.go
-	case len(parts) == 4 && parts[0] == "jobs" && parts[2] == "log" && parts[3] == "tail":
-		if r.Method != http.MethodGet {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
-		if s.checkID(w, parts[1]) {
-			s.tail(w, r, parts[1])
-		}
-	default:
-		notFound(w, r)
-	}
+	})
+	authed("/v1/jobs/{id}/wait", byID(http.MethodPost, s.wait))
+	authed("/v1/jobs/{id}/input", byID(http.MethodPost, s.input))
+	authed("/v1/jobs/{id}/terminate", byID(http.MethodPost, s.terminate))
+	authed("/v1/jobs/{id}/record", byID(http.MethodGet, s.record))
+	authed("/v1/jobs/{id}/stderr", byID(http.MethodGet, s.stderr))
+	authed("/v1/jobs/{id}/signal", byID(http.MethodPost, s.signal))
+	authed("/v1/jobs/{id}/resize", byID(http.MethodPost, s.resize))
+	authed("/v1/jobs/{id}/stream", byID(http.MethodGet, s.stream))
+	authed("/v1/jobs/{id}/screen", byID(http.MethodGet, s.screen))
+	authed("/v1/jobs/{id}/keys", byID(http.MethodPost, s.keys))
+	authed("/v1/jobs/{id}/log/tail", byID(http.MethodGet, s.tail))
+	return m
 }
 
-// checkID answers 404 for an id of the wrong shape, without touching the
-// disk or the database.
+// routeLabel is what the metrics and the request log call r's route:
+// the pattern the router matched ("/v1/jobs/{id}/wait"), "unmatched" for
+// a path no route serves; and the job id in the path, when it is one.
+func routeLabel(r *http.Request) (route, job string) {
+	switch r.Pattern {
+	case "", patternAny, patternV1:
+		return "unmatched", ""
+	}
+	if id := r.PathValue("id"); jobs.ValidID(id) {
+		job = id
+	}
+	return r.Pattern, job
+}
+
+// checkID answers for an id that is not one of ours without touching the
+// disk or the database: 404 job_not_found for one that could be a job id
+// (letters, digits, '-' and '_'), 400 invalid_job_id for one that cannot
+// ("../../etc/passwd"), as the original does.
 func (s *Server) checkID(w http.ResponseWriter, id string) bool {
 	if jobs.ValidID(id) {
 		return true
 	}
+	if !plausibleID(id) {
+		httperr.Write(w, http.StatusBadRequest, "invalid_job_id", "job id "+strconv.Quote(id)+" is not a job id: a job id is 16 lowercase hex characters")
+		return false
+	}
 	httperr.Write(w, http.StatusNotFound, "job_not_found", "job "+strconv.Quote(id)+" not found: a job id is 16 lowercase hex characters")
 	return false
+}
+
+// maxPlausibleID bounds what could be a job id of some server (the
+// original's ids are short tokens); longer is not an id at all.
+const maxPlausibleID = 128
+
+// plausibleID reports whether id has the shape of a job id of any server
+// (ours are 16 lowercase hex characters): 1..128 ASCII letters, digits,
+// '-' and '_'.
+func plausibleID(id string) bool {
+	if id == "" || len(id) > maxPlausibleID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
@@ -347,12 +347,41 @@ var errorCodes = []struct {
 	{jobs.ErrChannelUnsupported, http.StatusConflict, "channel_unsupported"},
 }
 
+// gcNote follows the message of a job_not_found for a well-formed id: a
+// finished job is removed after the retention, and a client that kept its
+// id longer is told why (only the message grows; the envelope's keys stay).
+func gcNote(retention time.Duration) string {
+	if retention <= 0 {
+		return ""
+	}
+	return " (finished jobs are collected " + shortDuration(retention) + " after they end: the server's --gc-retention)"
+}
+
+// shortDuration writes d as 5m, 90s or 1h30m rather than 5m0s.
+func shortDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.String()
+	}
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // writeErr turns a service error into its status and code; an error of no
 // known kind is a 500 (and is logged).
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	for _, e := range errorCodes {
 		if errors.Is(err, e.kind) {
-			httperr.Write(w, e.status, e.code, err.Error())
+			msg := err.Error()
+			if e.kind == jobs.ErrNotFound && s.Jobs != nil {
+				msg += gcNote(s.Jobs.GCRetention())
+			}
+			httperr.Write(w, e.status, e.code, msg)
 			return
 		}
 	}

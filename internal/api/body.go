@@ -2,7 +2,9 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +91,30 @@ type bigSetter interface{ setBig(state int, n int64) }
 func (s *Server) readSmall(w http.ResponseWriter, r *http.Request, v any) bool {
 	_, ok := s.readBody(w, r, bodySpec{limit: maxOtherBody, restMax: maxOtherBody}, v)
 	return ok
+}
+
+// readSmallOrNothing is readSmall where a body that is not a JSON object
+// (not JSON at all, or another JSON value) counts as no body: v stays as
+// it was. A body that parses is checked as readSmall checks it.
+func (s *Server) readSmallOrNothing(w http.ResponseWriter, r *http.Request, v any) bool {
+	if s.Limits.BodyReadTimeout > 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.Limits.BodyReadTimeout))
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxOtherBody))
+	if s.Limits.BodyReadTimeout > 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		s.bodyFailed(w, err, bodySpec{limit: maxOtherBody}, s.Limits.BodyReadTimeout)
+		return false
+	}
+	obj := bytes.Trim(raw, " \t\r\n") // JSON's white space
+	if len(obj) == 0 || obj[0] != '{' || !json.Valid(obj) {
+		return true
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	r.ContentLength = int64(len(raw))
+	return s.readSmall(w, r, v)
 }
 
 var (

@@ -200,9 +200,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if b.Cwd != nil && *b.Cwd != "" {
 		c := *b.Cwd
 		if !filepath.IsAbs(c) {
-			c = filepath.Join(s.Home, c)
+			// Not filepath.Join, which folds ".." away by name: the
+			// job service resolves it beneath Home, so "../etc" is
+			// refused as leaving Home rather than taken as /etc.
+			c = s.Home + "/" + c
 		}
-		req.Cwd = filepath.Clean(c)
+		req.Cwd = c
 	}
 	if spool != nil {
 		path, err := spool.finish()
@@ -344,13 +347,15 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, id string) {
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
-	if status != "" && !store.ValidStatus(status) {
-		validation(w, "status %q is not one of created, starting, running, exited, terminated, failed, lost", status)
-		return
-	}
 	limit := defaultListLimit
 	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
 		limit = min(n, maxListLimit)
+	}
+	if status != "" && !store.ValidStatus(status) {
+		// No job is ever in a state that does not exist: the original
+		// answers an empty list, and so do we.
+		httperr.WriteJSON(w, http.StatusOK, wire.JobList{Jobs: []wire.JobInfo{}})
+		return
 	}
 	rows, err := s.Jobs.List(r.Context(), status, limit)
 	if err != nil {
@@ -380,8 +385,10 @@ func graceOf(w http.ResponseWriter, g *float64) (time.Duration, bool) {
 }
 
 func (s *Server) terminate(w http.ResponseWriter, r *http.Request, id string) {
+	// A body that does not parse is ignored, as the original does: the
+	// job is ended with the default grace.
 	var b terminateBody
-	if !s.readSmall(w, r, &b) {
+	if !s.readSmallOrNothing(w, r, &b) {
 		return
 	}
 	grace, ok := graceOf(w, b.Grace)

@@ -21,26 +21,6 @@ const (
 	maxKeys          = 1000
 )
 
-func (s *Server) screenRoute(w http.ResponseWriter, r *http.Request, id, what string) {
-	if what == "screen" {
-		if r.Method != http.MethodGet {
-			methodNotAllowed(w, r, "GET")
-			return
-		}
-	} else if r.Method != http.MethodPost {
-		methodNotAllowed(w, r, "POST")
-		return
-	}
-	if !s.checkID(w, id) {
-		return
-	}
-	if what == "screen" {
-		s.screen(w, r, id)
-	} else {
-		s.keys(w, r, id)
-	}
-}
-
 // scrollbackParam reads ?scrollback=N (0..screen.ScrollbackLines).
 func scrollbackParam(raw string) (int, error) {
 	if raw == "" {

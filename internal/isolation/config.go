@@ -34,6 +34,8 @@ type JobConfig struct {
 	// message (exit 125) before anything else. Only the server/runner can
 	// set it; the job's env has no way to.
 	ForceFail string `json:"force_fail,omitempty"`
+	// Walls: capabilities, the seccomp filter, the IPC namespace.
+	Walls Walls `json:"walls"`
 }
 
 // Applied records what was applied to one job.
@@ -63,6 +65,19 @@ type Applied struct {
 	Skipped []SkippedPath `json:"skipped,omitempty"`
 	// Notes are other things left out, and why.
 	Notes []string `json:"notes,omitempty"`
+	// Capabilities are what the job keeps of its capabilities (its
+	// permitted and effective sets; also its bounding and inheritable
+	// sets where the server could cut them): an empty list when it keeps
+	// none (any job of a non-root server), null when they were not
+	// limited (a config without Walls.LimitCaps), or the start failed
+	// before they were.
+	Capabilities []string `json:"capabilities"`
+	// Seccomp is the job's seccomp filter: "default", or "off" when the
+	// server was started with --job-seccomp=off; absent when the start
+	// failed before it.
+	Seccomp string `json:"seccomp,omitempty"`
+	// IPCNamespace: the job has an IPC namespace of its own.
+	IPCNamespace bool `json:"ipc_namespace,omitempty"`
 }
 
 // AppliedRule is one Landlock rule that was added.

@@ -69,6 +69,9 @@ const (
 	stepNoNewPrivs
 	stepRestrict // landlock_restrict_self
 	stepExec
+	// stepWalls plus a step of walls_linux.go: the job's capabilities
+	// and its seccomp filter, after its Landlock domain.
+	stepWalls = 32
 )
 
 // childPlan is everything the child needs, made before the clone. The
@@ -87,6 +90,8 @@ type childPlan struct {
 	busyPause             syscall.Timespec
 	noSignals             uint64          // the empty signal set
 	dfl                   kernelSigaction // SIG_DFL, no flags, empty mask
+
+	walls *wallPlan // capabilities and the seccomp filter; nil: none
 }
 
 // cloneArgs is struct clone_args up to its cgroup field (clone3(2)).
@@ -173,6 +178,13 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 		} else {
 			plan.ruleset = rs
 			defer unix.Close(rs)
+			if wp, err := planWalls(&cfg.Walls); err != nil {
+				applied.Enabled, applied.Error = false, err.Error()
+				setEarly(ExitSetupFailed, err)
+			} else {
+				plan.walls = wp
+				wp.applied(&cfg.Walls, &applied)
+			}
 		}
 		appliedJSON = string(appendApplied(nil, &applied))
 	}
@@ -214,6 +226,11 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 		args.flags |= unix.CLONE_INTO_CGROUP
 		args.cgroup = uint64(cgroupFD)
 	}
+	if cfg.Walls.NewIPC && early == nil {
+		// The job's own SysV IPC and POSIX message queues: made by the
+		// clone itself, no system call more in the child.
+		args.flags |= unix.CLONE_NEWIPC
+	}
 	pid, errno := startChild(plan, args)
 	unix.Close(pipe[1])
 	runtime.KeepAlive(plan)
@@ -249,6 +266,11 @@ func Direct(cfg *JobConfig, f Files, tty bool, cgroupFD int) (st Started) {
 		case stepDup, stepGroup, stepForeground, stepSession, stepChdir, stepCloexec:
 			appliedJSON = noneApplied // failed before anything confined it
 		case stepNoNewPrivs, stepRestrict:
+			applied.Enabled, applied.Error = false, st.Err.Error()
+			applied.Capabilities, applied.Seccomp = nil, "" // not reached
+			appliedJSON = string(appendApplied(nil, &applied))
+		}
+		if step > stepWalls && step < stepWalls+uint32(len(wallStepWhat)) {
 			applied.Enabled, applied.Error = false, st.Err.Error()
 			appliedJSON = string(appendApplied(nil, &applied))
 		}
@@ -295,6 +317,8 @@ func stepFailure(cfg *JobConfig, prog string, step int, e syscall.Errno, early e
 			code = ExitNotFound
 		}
 		return code, fmt.Errorf("exec %s: %w", prog, e)
+	case step > stepWalls && step < stepWalls+len(wallStepWhat):
+		return ExitSetupFailed, wallFailure(uintptr(step-stepWalls), e)
 	case step > 0 && step < len(stepWhat) && stepWhat[step] != "":
 		return ExitSetupFailed, fmt.Errorf("%s: %w", stepWhat[step], e)
 	}
@@ -408,6 +432,12 @@ func childMain(p *childPlan) {
 		}
 		if _, _, e = syscall.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(p.ruleset), 0, 0); e != 0 {
 			childFail(p, stepRestrict, e)
+		}
+	}
+	if p.walls != nil {
+		// Capabilities cut and the seccomp filter, last before execve.
+		if step, e := applyWalls(p.walls); e != 0 {
+			childFail(p, stepWalls+step, e)
 		}
 	}
 	// Every signal disposition back to its default while every signal is

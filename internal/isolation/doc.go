@@ -13,6 +13,11 @@
 // part of a [JobConfig]. Nothing in a job's env is ever read for it, so
 // nothing there can widen or disable its confinement.
 //
+// Beside the domain, the same thread cuts the job's capabilities and
+// installs its seccomp filter last before execve ([Walls],
+// walls_linux.go); the filter arrives built (internal/seccomp, in the
+// server), so neither the runner nor the stage links its builder.
+//
 // The job's environment is built in one place ([BuildEnv]).
 //
 // The Landlock calls are made with golang.org/x/sys/unix directly rather

@@ -339,7 +339,7 @@ var ErrStageGone = errors.New("the stage was gone before it got the job")
 var ErrStageSilent = errors.New("ended before it answered (killed, or a shellctl-stage from another build that cannot read this runner's request)")
 
 // noneApplied is the JSON of the zero Applied: nothing was applied.
-const noneApplied = `{"enabled":false,"scope_signal":false,"scope_abstract_unix":false,"ioctl_dev":false}`
+const noneApplied = `{"enabled":false,"scope_signal":false,"scope_abstract_unix":false,"ioctl_dev":false,"capabilities":null}`
 
 // OpenDir opens path as a directory handle (O_PATH), following symlinks
 // once: what it names now is what the job gets.
@@ -496,8 +496,22 @@ func becomeJob(req *stageRequest, fds []int, reply func(*Applied)) (int, error) 
 		return ExitSetupFailed, fmt.Errorf("change to cwd %s: %w", cfg.Cwd, err)
 	}
 	ResetIgnoredSignals()
+	if cfg.Walls.NewIPC && cfg.ForceFail == "" {
+		// The job's own SysV IPC and POSIX message queues, while the
+		// stage still holds CAP_SYS_ADMIN (this thread only: it execs).
+		if err := unix.Unshare(unix.CLONE_NEWIPC); err != nil {
+			err = fmt.Errorf("give the job its own IPC namespace: unshare(CLONE_NEWIPC): %w", err)
+			reply(&Applied{Error: err.Error()})
+			return ExitSetupFailed, err
+		}
+	}
 	a, err := confine(cfg, cwdFD, homeFD, restrictThread)
 	if err != nil {
+		a.Enabled, a.Error = false, err.Error()
+		reply(&a)
+		return ExitSetupFailed, err
+	}
+	if err := applyStageWalls(&cfg.Walls, &a); err != nil {
 		a.Enabled, a.Error = false, err.Error()
 		reply(&a)
 		return ExitSetupFailed, err
@@ -567,4 +581,19 @@ func confine(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) erro
 		return a, fmt.Errorf("apply Landlock filesystem isolation: %w", err)
 	}
 	return a, nil
+}
+
+// applyStageWalls cuts the stage's capabilities and installs the job's
+// seccomp filter on the calling thread (the one that execs), as the
+// direct start's child does, and says so in a.
+func applyStageWalls(w *Walls, a *Applied) error {
+	p, err := planWalls(w)
+	if err != nil {
+		return err
+	}
+	if step, e := applyWalls(p); e != 0 {
+		return wallFailure(step, e)
+	}
+	p.applied(w, a)
+	return nil
 }

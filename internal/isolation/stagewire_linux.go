@@ -7,9 +7,10 @@ package isolation
 //
 // A request is the protocol byte (StageProtocol), a flag byte, the failure code (4 bytes,
 // little-endian), then the strings Fail, Cwd, Home, Script, TTY and
-// ForceFail, then the lists Argv, Env, RW, RO and RWDev. A string is its
-// length (4 bytes) and its bytes; a list its count (4 bytes) and its
-// strings.
+// ForceFail, then the lists Argv, Env, RW, RO and RWDev, then the walls:
+// KeepCaps (8 bytes, little-endian) and the seccomp program (a string). A
+// string is its length (4 bytes) and its bytes; a list its count (4
+// bytes) and its strings.
 //
 // A reply is a JSON line, encoded by hand: {"applied":{…}} (the Applied
 // exactly as encoding/json writes it) or {"code":N,"err":"…"}; to a
@@ -36,7 +37,7 @@ import (
 // encoding: TestStageWireIsProtocol fails until it is): a runner and a
 // stage of different builds then refuse each other's requests openly (a
 // StageProtocolError) instead of reading them wrong.
-const StageProtocol = 1
+const StageProtocol = 2
 
 // StageProtocolError: the stage and the runner were built with different
 // StageProtocols (a shellctl-stage from another build beside the runner).
@@ -55,6 +56,8 @@ const (
 	flagTTY = 1 << iota
 	flagHasHome
 	flagPolicyEnabled
+	flagLimitCaps
+	flagNewIPC
 )
 
 // encodeStageRequest is req in the stage's wire format.
@@ -70,7 +73,13 @@ func encodeStageRequest(req *stageRequest) []byte {
 	if c.Policy.Enabled {
 		flags |= flagPolicyEnabled
 	}
-	b := make([]byte, 0, 512)
+	if c.Walls.LimitCaps {
+		flags |= flagLimitCaps
+	}
+	if c.Walls.NewIPC {
+		flags |= flagNewIPC
+	}
+	b := make([]byte, 0, 512+len(c.Walls.Seccomp))
 	b = append(b, StageProtocol, flags)
 	b = binary.LittleEndian.AppendUint32(b, uint32(req.FailCode))
 	for _, s := range []string{req.Fail, c.Cwd, c.Home, c.Script, c.TTY, c.ForceFail} {
@@ -82,7 +91,9 @@ func encodeStageRequest(req *stageRequest) []byte {
 			b = appendWireString(b, s)
 		}
 	}
-	return b
+	b = binary.LittleEndian.AppendUint64(b, c.Walls.KeepCaps)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Walls.Seccomp)))
+	return append(b, c.Walls.Seccomp...)
 }
 
 func appendWireString(b []byte, s string) []byte {
@@ -107,6 +118,12 @@ func (r *wireReader) u32() uint32 {
 	n := binary.LittleEndian.Uint32(r.b)
 	r.b = r.b[4:]
 	return n
+}
+
+func (r *wireReader) u64() uint64 {
+	lo := r.u32()
+	hi := r.u32()
+	return uint64(hi)<<32 | uint64(lo)
 }
 
 func (r *wireReader) str() string {
@@ -150,19 +167,25 @@ func decodeStageRequest(b []byte) (*stageRequest, error) {
 		return nil, errors.New("stage request cut short")
 	}
 	flags := b[1]
-	if flags&^(flagTTY|flagHasHome|flagPolicyEnabled) != 0 {
+	if flags&^(flagTTY|flagHasHome|flagPolicyEnabled|flagLimitCaps|flagNewIPC) != 0 {
 		return nil, fmt.Errorf("stage request: unknown flags %#x", flags)
 	}
 	r := &wireReader{b: b[2:]}
 	req := &stageRequest{TTY: flags&flagTTY != 0, HasHome: flags&flagHasHome != 0}
 	c := &req.Config
 	c.Policy.Enabled = flags&flagPolicyEnabled != 0
+	c.Walls.LimitCaps = flags&flagLimitCaps != 0
+	c.Walls.NewIPC = flags&flagNewIPC != 0
 	req.FailCode = int(int32(r.u32()))
 	for _, p := range []*string{&req.Fail, &c.Cwd, &c.Home, &c.Script, &c.TTY, &c.ForceFail} {
 		*p = r.str()
 	}
 	for _, p := range []*[]string{&c.Argv, &c.Env, &c.Policy.RW, &c.Policy.RO, &c.Policy.RWDev} {
 		*p = r.list()
+	}
+	c.Walls.KeepCaps = r.u64()
+	if prog := r.str(); prog != "" {
+		c.Walls.Seccomp = []byte(prog)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("stage request: %d bytes past its end", len(r.b))
@@ -261,6 +284,19 @@ func appendApplied(b []byte, a *Applied) []byte {
 		b = append(b, `,"notes":`...)
 		b = jsonstr.AppendStrings(b, a.Notes)
 	}
+	b = append(b, `,"capabilities":`...)
+	if a.Capabilities == nil {
+		b = append(b, "null"...)
+	} else {
+		b = jsonstr.AppendStrings(b, a.Capabilities)
+	}
+	if a.Seccomp != "" {
+		b = append(b, `,"seccomp":`...)
+		b = jsonstr.Append(b, a.Seccomp)
+	}
+	if a.IPCNamespace {
+		b = append(b, `,"ipc_namespace":true`...)
+	}
 	return append(b, '}')
 }
 
@@ -349,6 +385,12 @@ func decodeApplied(b []byte) (Applied, bool) {
 			}, func() { a.Skipped = nil }, func() { a.Skipped = []SkippedPath{} })
 		case "notes":
 			return readStrings(r, &a.Notes)
+		case "capabilities":
+			return readStrings(r, &a.Capabilities)
+		case "seccomp":
+			return readString(r, &a.Seccomp)
+		case "ipc_namespace":
+			return readBool(r, &a.IPCNamespace)
 		}
 		return r.Skip()
 	})

@@ -56,8 +56,12 @@ func TestStageRequestRoundTrip(t *testing.T) {
 				Argv: randList(r), Env: randList(r), Cwd: randString(r), Home: randString(r),
 				Script: randString(r), TTY: randString(r), ForceFail: randString(r),
 				Policy: Policy{Enabled: r.IntN(2) == 0, RW: randList(r), RO: randList(r), RWDev: randList(r)},
+				Walls:  Walls{LimitCaps: r.IntN(2) == 0, KeepCaps: r.Uint64(), NewIPC: r.IntN(2) == 0},
 			},
 			TTY: r.IntN(2) == 0, HasHome: r.IntN(2) == 0, Fail: randString(r), FailCode: r.IntN(300) - 10,
+		}
+		if s := randString(r); s != "" {
+			req.Config.Walls.Seccomp = []byte(s)
 		}
 		b := encodeStageRequest(req)
 		got, err := decodeStageRequest(b)
@@ -108,10 +112,13 @@ func TestStageRepliesAreEncodingJSON(t *testing.T) {
 		a := &Applied{
 			Enabled: r.IntN(2) == 0, ABI: r.IntN(3) * r.IntN(9), Errata: r.IntN(2) * r.IntN(4),
 			HandledFS: randList(r), ScopeSignal: r.IntN(2) == 0, ScopeAbstractUnix: r.IntN(2) == 0, IoctlDev: r.IntN(2) == 0,
-			Notes: randList(r),
+			Notes: randList(r), Capabilities: randList(r), IPCNamespace: r.IntN(2) == 0,
 		}
 		if r.IntN(2) == 0 {
 			a.Reason = randString(r)
+		}
+		if r.IntN(2) == 0 {
+			a.Seccomp = randString(r)
 		}
 		if r.IntN(2) == 0 {
 			a.Error = randString(r)
@@ -164,13 +171,14 @@ func FuzzDecodeStageRequest(f *testing.F) {
 // the bytes here. (A stage and a runner of different builds then refuse
 // each other openly instead of reading each other wrong.)
 func TestStageWireIsProtocol(t *testing.T) {
-	const protocol = 1
+	const protocol = 2
 	wantFields := map[string][]string{
 		"stageRequest": {"Config", "TTY", "HasHome", "Fail", "FailCode"},
-		"JobConfig":    {"Argv", "Env", "Cwd", "Home", "Script", "TTY", "Policy", "ForceFail"},
+		"JobConfig":    {"Argv", "Env", "Cwd", "Home", "Script", "TTY", "Policy", "ForceFail", "Walls"},
 		"Policy":       {"Enabled", "RW", "RO", "RWDev"},
+		"Walls":        {"LimitCaps", "KeepCaps", "Seccomp", "NewIPC"},
 	}
-	for _, v := range []any{stageRequest{}, JobConfig{}, Policy{}} {
+	for _, v := range []any{stageRequest{}, JobConfig{}, Policy{}, Walls{}} {
 		typ := reflect.TypeOf(v)
 		var got []string
 		for i := range typ.NumField() {
@@ -183,14 +191,16 @@ func TestStageWireIsProtocol(t *testing.T) {
 	}
 	req := &stageRequest{
 		Config: JobConfig{Argv: []string{"a"}, Env: []string{"E=1", "F=2"}, Cwd: "c", Home: "h", Script: "s", TTY: "t",
-			Policy: Policy{Enabled: true, RW: []string{"w"}, RO: []string{"r"}, RWDev: []string{"d"}}, ForceFail: "x"},
+			Policy: Policy{Enabled: true, RW: []string{"w"}, RO: []string{"r"}, RWDev: []string{"d"}}, ForceFail: "x",
+			Walls: Walls{LimitCaps: true, KeepCaps: 0x1_0000_0003, Seccomp: []byte{9, 8}, NewIPC: true}},
 		TTY: true, HasHome: true, Fail: "f", FailCode: 125,
 	}
-	const want = "0107" + "7d000000" +
+	const want = "021f" + "7d000000" +
 		"0100000066" + "0100000063" + "0100000068" + "0100000073" + "0100000074" + "0100000078" +
 		"01000000" + "0100000061" +
 		"02000000" + "03000000453d31" + "03000000463d32" +
-		"01000000" + "0100000077" + "01000000" + "0100000072" + "01000000" + "0100000064"
+		"01000000" + "0100000077" + "01000000" + "0100000072" + "01000000" + "0100000064" +
+		"0300000001000000" + "02000000" + "0908"
 	got := hex.EncodeToString(encodeStageRequest(req))
 	if got != want || StageProtocol != protocol {
 		t.Fatalf("protocol %d (this test holds %d) encodes\n %s\nwas\n %s\nthe wire changed: bump StageProtocol and update this test", StageProtocol, protocol, got, want)

@@ -879,7 +879,8 @@ func TestStartsTheOtherWay(t *testing.T) {
 		"TestStageServerDisablesIsolation", "TestStageForceFailIsFailClosed", "TestStageBadConfigFailsClosed",
 		"TestStageExecErrors", "TestStageCreatesHome", "TestStageEnvIsExactlyConfigEnv", "TestStageRecordsApplied",
 		"TestStageAllowsOwnTTYOnly", "TestStageSignalScoping", "TestStageAbstractSocketScoping",
-		"TestStagePathnameUnixSocket", "TestJobCannotReachItsParent", "TestStageSettingsStayOutOfTheJob"}
+		"TestStagePathnameUnixSocket", "TestJobCannotReachItsParent", "TestStageSettingsStayOutOfTheJob",
+		"TestStageWallsCutRootsPowers", "TestStageWallsCapabilityLists", "TestStageWallsFailClosed"}
 	cmd := exec.Command(exe, "-test.run=^("+strings.Join(tests, "|")+")$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), testJobStartEnv+"="+other)
 	out, err := cmd.CombinedOutput()

@@ -31,6 +31,10 @@ func (s *Service) gcLoop() {
 	}
 }
 
+// GCRetention is how long a finished job is kept before GC removes it:
+// the usual reason a job id that was good a while ago is not found.
+func (s *Service) GCRetention() time.Duration { return s.cfg.GCRetention }
+
 // GC removes jobs that ended more than the retention before now: the row
 // first, so a removed job is never listed with its directory gone.
 func (s *Service) GC(ctx context.Context, now time.Time) int {

@@ -25,24 +25,6 @@ func TestValidID(t *testing.T) {
 	}
 }
 
-func TestWithin(t *testing.T) {
-	for _, tc := range []struct {
-		path, root string
-		want       bool
-	}{
-		{"/ws", "/ws", true},
-		{"/ws/a/b", "/ws", true},
-		{"/wsx", "/ws", false},
-		{"/wsx/a", "/ws", false},
-		{"/", "/ws", false},
-		{"/anything", "/", true},
-	} {
-		if got := Within(tc.path, tc.root); got != tc.want {
-			t.Errorf("Within(%q, %q) = %v", tc.path, tc.root, got)
-		}
-	}
-}
-
 func TestErrorKindsWrapAndSayWhat(t *testing.T) {
 	err := errorf(ErrInvalidOffset, "offset %d is past the end of the output (%d bytes)", 10, 3)
 	if !errors.Is(err, ErrInvalidOffset) || errors.Is(err, ErrNotFound) {

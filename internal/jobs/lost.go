@@ -46,6 +46,9 @@ func (s *Service) endLost(id string, pid int, cgroup string) error {
 		}
 	}
 	if pid > 0 {
+		if cgroup == "" {
+			s.awaitRunnerReaped(id)
+		}
 		if err := s.killGroupAndOrphans(pid); err != nil {
 			errs = append(errs, err)
 		}
@@ -57,6 +60,23 @@ func (s *Service) endLost(id string, pid int, cgroup string) error {
 		s.log.Info("lost job ended", "job", id, "pid", pid, "cgroup", cgroup)
 	}
 	return err
+}
+
+// awaitRunnerReaped waits, for at most lostKillWait, until the lost job's
+// runner, when it was ours, has been reaped. Without a cgroup its job's
+// processes are found as the children the server adopts, and a runner's
+// children are reparented to us only late in its exit, after its
+// descriptors closed (which is how its end was seen): a look before that
+// finds them still its children and passes them by.
+func (s *Service) awaitRunnerReaped(id string) {
+	row, err := s.st.Get(context.Background(), id)
+	if err != nil || row.RunnerPID <= 0 {
+		return
+	}
+	deadline := time.Now().Add(lostKillWait)
+	for s.isRunner(row.RunnerPID) && time.Now().Before(deadline) {
+		time.Sleep(lostRecheck)
+	}
 }
 
 // endLostRow ends what is left of the lost job of row.
@@ -89,7 +109,7 @@ func killCgroup(dir string) error {
 			if procs, rerr := os.ReadFile(filepath.Join(clean, "cgroup.procs")); rerr == nil {
 				for _, f := range strings.Fields(string(procs)) {
 					if p, err := strconv.Atoi(f); err == nil {
-						unix.Kill(p, unix.SIGKILL)
+						killMember(p, clean)
 					}
 				}
 			}
@@ -109,10 +129,32 @@ func killCgroup(dir string) error {
 	return nil
 }
 
+// killMember sends SIGKILL to pid through a pidfd once the pidfd is known
+// to name a process still in the cgroup dir: a pid read from cgroup.procs
+// and reused since by a process elsewhere is not killed.
+func killMember(pid int, dir string) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok && strings.HasSuffix(dir, p) && p != "/" {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			return
+		}
+	}
+}
+
 // procStat is what /proc/<pid>/stat says of a process's family.
 type procStat struct {
 	pid, ppid, pgrp, session int
 	state                    byte
+	start                    uint64 // start time (clock ticks since boot): with pid, names one process
 }
 
 func readStat(pid int) (procStat, bool) {
@@ -127,19 +169,26 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 4 {
+	if len(f) < 20 {
 		return procStat{}, false
 	}
 	st := procStat{pid: pid, state: f[0][0]}
 	st.ppid, _ = strconv.Atoi(f[1])
 	st.pgrp, _ = strconv.Atoi(f[2])
 	st.session, _ = strconv.Atoi(f[3])
+	st.start, _ = strconv.ParseUint(f[19], 10, 64)
 	return st, true
 }
 
-// killGroupAndOrphans kills, until none is left, every process in the
-// process group or session led by pid, and every child the server adopts
-// meanwhile (the orphans the kill makes); the reaper collects them.
+// killGroupAndOrphans kills, until none is left, every process of the lost
+// job whose main process was pid: every child the server adopts (a dead
+// runner's children are reparented to us, and so, as each is killed, are
+// theirs), and every process in the process group or session pid led that
+// descends from the server by way of no runner. The group and session are
+// only numbers: once the job's processes left them, any process may have
+// taken them, so a process in them is the job's only when its ancestry says
+// so; an outside group that took the number does not descend from us. Each
+// process is pinned by a pidfd and checked again before it is killed.
 func (s *Service) killGroupAndOrphans(pid int) error {
 	self := os.Getpid()
 	// Work other jobs left running when they ended by themselves (a
@@ -148,29 +197,52 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 	// exited cleanly (keepLeftovers).
 	deadline := time.Now().Add(lostKillWait)
 	for {
-		left := 0
 		entries, err := os.ReadDir("/proc")
 		if err != nil {
 			return fmt.Errorf("list processes: %w", err)
 		}
+		all := make(map[int]procStat, len(entries))
 		for _, e := range entries {
 			p, err := strconv.Atoi(e.Name())
 			if err != nil || p == self {
 				continue
 			}
-			st, ok := readStat(p)
-			if !ok {
-				continue
+			if st, ok := readStat(p); ok {
+				all[p] = st
 			}
-			adopted := st.ppid == self && !s.isRunner(p) && !s.isKept(p)
-			if st.pgrp != pid && st.session != pid && !adopted {
-				continue
+		}
+		// ours: p descends from the server through no runner (memoised).
+		ours := map[int]bool{}
+		var ourChain func(p int, depth int) bool
+		ourChain = func(p int, depth int) bool {
+			if v, ok := ours[p]; ok {
+				return v
 			}
+			st, ok := all[p]
+			res := false
+			switch {
+			case !ok || p <= 1 || depth > len(all):
+			case s.isRunner(p):
+			case st.ppid == self:
+				res = true
+			default:
+				res = ourChain(st.ppid, depth+1)
+			}
+			ours[p] = res
+			return res
+		}
+		left := 0
+		for p, st := range all {
 			if st.state == 'Z' {
 				continue // gone but for its exit status: the reaper's
 			}
+			adopted := st.ppid == self && !s.isRunner(p) && !s.isKept(p)
+			inJob := (st.pgrp == pid || st.session == pid) && ourChain(p, 0)
+			if !adopted && !inJob {
+				continue
+			}
 			left++
-			unix.Kill(p, unix.SIGKILL)
+			killVerified(st)
 		}
 		if left == 0 {
 			return nil
@@ -180,6 +252,22 @@ func (s *Service) killGroupAndOrphans(pid int) error {
 		}
 		time.Sleep(lostRecheck)
 	}
+}
+
+// killVerified sends SIGKILL to the process st describes through a pidfd,
+// once the pidfd is known to name that process (its start time and its
+// family unchanged): a pid reused since the walk is never killed.
+func killVerified(st procStat) {
+	fd, err := unix.PidfdOpen(st.pid, 0)
+	if err != nil {
+		return // gone, or no pidfds: never by a bare number
+	}
+	defer unix.Close(fd)
+	cur, ok := readStat(st.pid)
+	if !ok || cur.start != st.start || cur.ppid != st.ppid || cur.pgrp != st.pgrp || cur.session != st.session {
+		return // another process now, or it moved: the next walk looks again
+	}
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 }
 
 // keepLeftovers notes, when a runner has left after its job ended by

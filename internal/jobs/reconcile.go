@@ -110,6 +110,7 @@ func (s *Service) endUnreachable(ctx context.Context, j *job, row *store.Job) {
 	if row.StartedAt != nil {
 		d = e.EndedAt.Sub(*row.StartedAt)
 	}
-	s.cfg.Metrics.JobEnded(e.Status, e.Reason, d)
-	s.log.Warn("job runner gone", "job", row.ID, "status", e.Status, "reason", e.Reason)
+	reason := ReasonLabel(e.Status, e.Reason)
+	s.cfg.Metrics.JobEnded(e.Status, reason, d)
+	s.log.Warn("job runner gone", "job", row.ID, "status", e.Status, "reason", reason)
 }

@@ -75,6 +75,12 @@ type RecordIsol struct {
 	Rules       []isolation.AppliedRule `json:"rules"`
 	Scoped      []string                `json:"scoped"`
 	Error       *string                 `json:"error"`
+	// Capabilities the job kept ([] none; null: not limited, or the job
+	// did not get that far); Seccomp its filter ("default", "off"; null:
+	// not that far); IPCNamespace: an IPC namespace of its own.
+	Capabilities []string `json:"capabilities"`
+	Seccomp      *string  `json:"seccomp"`
+	IPCNamespace bool     `json:"ipc_namespace"`
 }
 
 // Limits is a set of limits; null where none.
@@ -136,6 +142,14 @@ func SignalName(n int) string {
 		return fmt.Sprintf("SIGRTMIN+%d", n-34)
 	}
 	return fmt.Sprintf("signal %d", n)
+}
+
+// ReasonLabel is a recorded reason in the record's vocabulary, without
+// its detail ("signal" → "signaled", "start_failed: …" → "start_failed"):
+// the reason the metrics and the log give, as the record does.
+func ReasonLabel(status, reason string) string {
+	r, _ := specReason(status, reason, nil, 0, Limits{})
+	return r
 }
 
 // specReason maps a recorded reason ("kind" or "kind: detail") to the
@@ -330,6 +344,10 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 			}
 			if a.Error != "" {
 				ri.Error = &a.Error
+			}
+			ri.Capabilities, ri.IPCNamespace = a.Capabilities, a.IPCNamespace
+			if a.Seccomp != "" {
+				ri.Seccomp = &a.Seccomp
 			}
 			rec.Isolation = ri
 		}

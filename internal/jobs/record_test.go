@@ -49,3 +49,18 @@ func TestSpecReasonCoversEveryRecordedReason(t *testing.T) {
 		t.Errorf("a running job has a reason: %q %q", got, msg)
 	}
 }
+
+// The metrics and the log name a job's end as the record does.
+func TestReasonLabelIsTheRecords(t *testing.T) {
+	for _, c := range []struct{ status, reason, want string }{
+		{store.StatusExited, runner.ReasonSignal, "signaled"},
+		{store.StatusTerminated, runner.ReasonTerminate, "terminate_requested"},
+		{store.StatusTerminated, runner.ReasonDelete, "delete_requested"},
+		{store.StatusFailed, runner.ReasonStartFailed + ": exec /x: no such file", "start_failed"},
+		{store.StatusTerminated, runner.ReasonMaxRuntime, "runtime_limit"},
+	} {
+		if got := ReasonLabel(c.status, c.reason); got != c.want {
+			t.Errorf("ReasonLabel(%q, %q) = %q, want %q", c.status, c.reason, got, c.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shellctl/shellctl/internal/beneath"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/metrics"
 	"github.com/shellctl/shellctl/internal/reaper"
@@ -47,10 +49,17 @@ type Config struct {
 	ServerEnv    []string // the server's environment, filtered per job by isolation.BuildEnv
 	InheritNone  bool
 	Policy       isolation.Policy
+	// Walls are every job's capabilities, seccomp filter and IPC
+	// namespace (--job-capabilities, --job-seccomp).
+	Walls isolation.Walls
 	// ForceIsolationFail is a test hook: every job's confinement fails
 	// with this message.
 	ForceIsolationFail string
+	// WorkspaceRoot is --workspace-root with its links resolved;
+	// WorkspaceRootGiven is the same as the operator wrote it (absolute),
+	// so a cwd named through either is found beneath the root.
 	WorkspaceRoot      string
+	WorkspaceRootGiven string
 
 	MaxRunning     int
 	MaxRuntime     time.Duration
@@ -83,9 +92,18 @@ type Service struct {
 	// sd is the state dir's handle: every file made or opened there goes
 	// through it (no link followed, new files made exclusively).
 	sd *statedir.Dir
-	// stateReal is the state dir as the kernel names it: no job's cwd or
-	// HOME may contain it.
+	// stateReal is the state dir as the kernel names it (for messages).
 	stateReal string
+	// stateChain is the state dir's identity and its ancestors' (device
+	// and inode, from its handle): no job's cwd or HOME may be among them
+	// or have the state dir among its own. Found once: serve refuses a
+	// state dir inside any path a job may write, so no job can move the
+	// state dir or a directory above it.
+	stateChain []beneath.ID
+	// homeNames and wsNames are the names of the server's Home and of the
+	// workspace root as roots (beneath.Root.Names), found once; their
+	// handles are opened at each request.
+	homeNames, wsNames []string
 
 	mu   sync.Mutex
 	live map[string]*job // jobs whose end is not yet recorded
@@ -155,7 +173,22 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 		sd.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 0)),
+	stateChain, err := beneath.Chain(sd.FD())
+	if err != nil {
+		sd.Close()
+		return nil, fmt.Errorf("find where the state dir %s lies: %w", cfg.StateDir, err)
+	}
+	var homeNames, wsNames []string
+	if cfg.Home != "" {
+		homeNames = beneath.RootNames(cfg.Home)
+	}
+	if cfg.WorkspaceRoot != "" {
+		wsNames = beneath.RootNames(cfg.WorkspaceRoot)
+		if g := filepath.Clean(cfg.WorkspaceRootGiven); cfg.WorkspaceRootGiven != "" && !slices.Contains(wsNames, g) {
+			wsNames = append(wsNames, g)
+		}
+	}
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, stateChain: stateChain, homeNames: homeNames, wsNames: wsNames, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 0)),
 		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1),
 		refillGates: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
 	// Directories made ahead by a previous server and never used.
@@ -241,11 +274,14 @@ type RunRequest struct {
 	// left for the caller to remove when the run fails before that.
 	ScriptPath string
 	Mode       string // "pty" or "stdio"
-	Cwd        string // absolute and clean, or "" for the server's $HOME
-	Env        map[string]string
-	Cols       int
-	Rows       int
-	SessionID  string
+	// Cwd is absolute, or "" for the server's $HOME. ".." is kept as
+	// given: it is resolved beneath the root the path names (dirs.go),
+	// never folded away by name.
+	Cwd       string
+	Env       map[string]string
+	Cols      int
+	Rows      int
+	SessionID string
 	// ReceivedAt is when the run request arrived (zero: when Run was
 	// called): the start of the time to the job's first instruction.
 	ReceivedAt time.Time
@@ -253,38 +289,6 @@ type RunRequest struct {
 	// and fingerprint (RunIdempotent), stored in the job's row.
 	IdempotencyKey string
 	IdempotencyFP  string
-}
-
-// homeWithin checks that a job's HOME lies within the workspace root. It
-// may not exist yet (the runner makes it): then its nearest existing
-// ancestor is resolved and the rest appended.
-func homeWithin(home, root string) error {
-	if !filepath.IsAbs(home) {
-		return errorf(ErrCwdNotAllowed, "HOME %q is not an absolute path inside the workspace root %q", home, root)
-	}
-	p, rest := filepath.Clean(home), ""
-	for {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = filepath.Join(real, rest)
-			break
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			break
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
-	}
-	if !Within(p, root) {
-		return errorf(ErrCwdNotAllowed, "HOME %q (really %q) is outside the workspace root %q", home, p, root)
-	}
-	return nil
-}
-
-// Within reports whether path is root or lies beneath it (both clean and
-// absolute).
-func Within(path, root string) bool {
-	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
 }
 
 // NewID returns a fresh job id: 16 lowercase hex characters.
@@ -379,6 +383,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 		Cwd: cwd, Home: dirs.homeReal, Cols: req.Cols, Rows: req.Rows,
 		Policy:             s.cfg.Policy,
 		ForceIsolationFail: s.cfg.ForceIsolationFail,
+		Walls:              s.cfg.Walls,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),
 		MaxOutputBytes:     s.cfg.MaxOutputBytes,
 	}
@@ -935,12 +940,13 @@ func (s *Service) ended(j *job, e store.Exit) {
 		d = j.ended.Sub(from)
 	}
 	j.mu.Unlock()
-	s.cfg.Metrics.JobEnded(e.Status, e.Reason, d)
+	reason := ReasonLabel(e.Status, e.Reason)
+	s.cfg.Metrics.JobEnded(e.Status, reason, d)
 	// The code itself, not the pointer: the text handler would print the
 	// pointer's address. nil (no code: killed before it started) stays null.
 	var code any
 	if e.ExitCode != nil {
 		code = *e.ExitCode
 	}
-	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", e.Reason, "exit_code", code, "signal", e.Signal, "duration_seconds", d.Seconds())
+	s.log.Info("job ended", "job", j.id, "status", e.Status, "reason", reason, "exit_code", code, "signal", e.Signal, "duration_seconds", d.Seconds())
 }

@@ -82,7 +82,14 @@ func (f *fakeJobs) Record(_ context.Context, id string) (json.RawMessage, error)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Keys in the API's order, not sorted.
-	return json.RawMessage(fmt.Sprintf(`{"job_id":%q,"status":"running","output_bytes":%d}`+"\n", id, len(f.output))), nil
+	// A whole record of a running job, as the API gives one.
+	return json.RawMessage(fmt.Sprintf(`{"job_id":%q,"status":"running","done":false,"exit_code":null,"signal":null,"reason":null,"message":null,`+
+		`"mode":"pty","cwd":"/home/agent","home":"/home/agent","terminal":{"cols":200,"rows":50},"session_id":null,"env_names":[],`+
+		`"created_at":"2026-12-04T05:36:38.928Z","started_at":"2026-12-04T05:36:38.934Z","ended_at":null,"output_bytes":%d,"stderr_bytes":0,`+
+		`"output_complete":false,"input_wait":false,"screen_available":true,"pid":1184,"pgid":1184,`+
+		`"isolation":{"enabled":true,"landlock_abi":7,"rules":[{"path":"/usr","access":["execute","read_file","read_dir"]}],"scoped":["signal","abstract_unix"],"error":null},`+
+		`"limits":{"asked":{"runtime_ms":null,"output_bytes":1073741824,"memory_bytes":null,"pids":null},"applied":{"runtime_ms":null,"output_bytes":1073741824,"memory_bytes":null,"pids":null}},`+
+		`"usage":null,"idempotency_key":null}`+"\n", id, len(f.output))), nil
 }
 
 // connect opens one MCP session on s (in memory) with the Go SDK's client.
@@ -178,7 +185,8 @@ func TestStatusIsTheRecordAsWritten(t *testing.T) {
 	cs := connect(t, New(f, Options{OutputCap: 100}))
 	callTool(t, cs, "shell_run", map[string]any{"script": "yes x"})
 	res, _ := callTool(t, cs, "shell_status", map[string]any{"job_id": fakeID})
-	want := `{"job_id":"` + fakeID + `","status":"running","output_bytes":250,"unread_bytes":150}`
+	rec, _ := f.Record(context.Background(), fakeID)
+	want := strings.TrimSuffix(strings.TrimSpace(string(rec)), "}") + `,"unread_bytes":150}`
 	if text(res) != want {
 		t.Fatalf("shell_status's text is %s, want %s", text(res), want)
 	}
@@ -434,5 +442,47 @@ func TestHTTPAnswersAreJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(body), &msg); err != nil || msg.ID != 2 || msg.Result.StructuredContent["job_id"] != fakeID {
 		t.Fatalf("tools/call answer %s (%v), want the record of %s", body, err, fakeID)
+	}
+}
+
+// What a model reads of the tools: shell_keys' description is short (a
+// model reads it every turn), shell_wait is not marked read-only (it moves
+// the session's read position), and shell_status declares the record's
+// fields, from the OpenAPI document.
+func TestToolsForModels(t *testing.T) {
+	cs := connect(t, New(&fakeJobs{}, Options{}))
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, tl := range tools.Tools {
+		switch tl.Name {
+		case "shell_keys":
+			seen++
+			if n := len(tl.Description); n > 400 {
+				t.Errorf("shell_keys' description is %d characters, want at most 400: %s", n, tl.Description)
+			}
+		case "shell_wait":
+			seen++
+			if tl.Annotations == nil || tl.Annotations.ReadOnlyHint {
+				t.Errorf("shell_wait is marked read-only (%+v), but it moves the session's read position", tl.Annotations)
+			}
+		case "shell_status":
+			seen++
+			raw, _ := json.Marshal(tl.OutputSchema)
+			var sc struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			}
+			json.Unmarshal(raw, &sc)
+			for _, k := range []string{"job_id", "status", "exit_code", "reason", "isolation", "limits", "usage", "unread_bytes"} {
+				if _, ok := sc.Properties[k]; !ok {
+					t.Errorf("shell_status' output schema has no property %q: %s", k, raw)
+				}
+			}
+		}
+	}
+	if seen != 3 {
+		t.Fatalf("saw %d of the three tools", seen)
 	}
 }

@@ -29,7 +29,7 @@ type (
 	}
 	keysIn struct {
 		JobID          string   `json:"job_id" jsonschema:"the job's id (a pty job that is running)"`
-		Keys           []string `json:"keys" jsonschema:"what to type, in order: each entry a key name (Enter, Escape, Up, C-c …) or literal text such as \":wq\" or \"hello\""`
+		Keys           []string `json:"keys" jsonschema:"what to type, in order: each entry a key name or literal text such as \":wq\". Key names, in any case: Enter, Tab, BTab, Escape, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1…F12, C-x or ctrl-x or ^X for Ctrl+x, M-x or alt-x for Alt+x. To type a key name as text, split it: [\"e\", \"nd\"]. Cursor keys follow the program's cursor key mode."`
 		Scrollback     int      `json:"scrollback,omitempty" jsonschema:"also return up to this many scrolled-off rows with the screen"`
 		TimeoutSeconds *float64 `json:"timeout_seconds,omitempty" jsonschema:"the longest to wait for the program to settle after the keys before answering the screen as it is"`
 	}
@@ -88,12 +88,11 @@ func (s *Server) addScreenTools() {
 	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_keys",
 		Title: "Press keys in a full-screen program",
-		Description: "Type keys on a running pty job's terminal, in order, then answer its screen (as shell_screen does) once the program has settled: " +
-			"it waits for input again, or its output has paused for a moment, or timeout_seconds passed. " + when +
-			"Each entry of keys is a key name or literal text: for example [\"Escape\", \":wq\", \"Enter\"] in vim, [\"Down\", \"Down\", \"Enter\"] in a menu, " +
-			"[\"q\"] to leave less. Key names: " + keyNames() + " (names in any case; ctrl-c, ^C and alt-b are understood; to type a word that is a key name " +
-			"as text, split it, as [\"e\", \"nd\"]). Cursor keys follow the program's cursor key mode, as a real terminal's do. " + bound +
-			"For a line-oriented prompt (read, a password, a shell) shell_input is simpler: it answers the new output.",
+		// Short: a model reads it on every turn. The key names and the
+		// bound on rows are in the schema of keys and in shell_screen's.
+		Description: "Press keys in a running pty job's full-screen program (vim, less, top, menus), in order, then answer its screen " +
+			"(as shell_screen) once the program settles. Each entry is a key name or literal text: [\"Escape\", \":wq\", \"Enter\"] in vim, " +
+			"[\"Down\", \"Enter\"] in a menu, [\"q\"] in less. For a line prompt (read, a password, a shell) use shell_input.",
 		InputSchema: schemaFor[keysIn](func(p map[string]*jsonschema.Schema) {
 			p["scrollback"].Minimum, p["scrollback"].Maximum = num(0), num(maxScrollback)
 			p["scrollback"].Default = []byte("0")

@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/shellctl/shellctl/internal/api"
 	"github.com/shellctl/shellctl/internal/client"
 )
 
@@ -83,6 +84,26 @@ func schemaFor[T any](adjust func(p map[string]*jsonschema.Schema)) *jsonschema.
 func num(f float64) *float64 { return &f }
 
 // outputSchemaFor is the output schema the SDK infers for T.
+// recordSchema is shell_status's answer: the OpenAPI document's Record
+// (internal/api/openapi.json, which the integration tests hold every
+// record to), with unread_bytes.
+func recordSchema() *jsonschema.Schema {
+	raw, err := api.Schema("Record")
+	if err != nil {
+		panic(err) // the embedded document: TestStatusSchemaIsTheRecords
+	}
+	var sc jsonschema.Schema
+	if err := json.Unmarshal(raw, &sc); err != nil {
+		panic(fmt.Errorf("the OpenAPI document's Record is not a JSON Schema: %w", err))
+	}
+	if sc.Properties == nil {
+		sc.Properties = map[string]*jsonschema.Schema{}
+	}
+	sc.Properties["unread_bytes"] = &jsonschema.Schema{Type: "integer", Minimum: num(0),
+		Description: "output bytes of the job this MCP session has not read yet"}
+	return &sc
+}
+
 func outputSchemaFor[T any]() *jsonschema.Schema {
 	sc, err := jsonschema.For[T](&jsonschema.ForOptions{})
 	if err != nil {
@@ -163,7 +184,9 @@ func (s *Server) addTools() {
 		Description: "Wait for more output of a job, or its end, at most timeout_seconds; returns early when new output pauses for a second, " +
 			"when the job ends, or when it waits for input. Also reads the rest of an answer that was cut at the output cap (at once)." + capNote,
 		InputSchema: schemaFor[waitIn](func(p map[string]*jsonschema.Schema) { s.timeoutSchema(p, waitDef) }),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
+		// Not read-only: it moves this session's read position, so a
+		// second call answers other output.
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: boolp(false), IdempotentHint: false, OpenWorldHint: boolp(false)},
 	}, s.wait)
 
 	addTool(s.srv, &sdk.Tool{
@@ -191,9 +214,9 @@ func (s *Server) addTools() {
 	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_status",
 		Title: "Everything known about a job",
-		// The answer is the record as the API gives it (raw JSON): its
-		// schema is a map's, as when it was decoded into one.
-		OutputSchema: outputSchemaFor[map[string]any](),
+		// The answer is the record as the API gives it (raw JSON), plus
+		// unread_bytes: its schema is the OpenAPI document's Record.
+		OutputSchema: recordSchema(),
 		Description: "The full record of a job: status, exit code, the signal or reason it ended, cwd, mode, times, output size, " +
 			"whether it waits for input, pid, isolation and limits applied, resource usage; plus unread_bytes, the output this session has not read.",
 		InputSchema: schemaFor[statusIn](nil),

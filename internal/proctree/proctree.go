@@ -126,8 +126,8 @@ const (
 	killRecheck = 250 * time.Millisecond
 )
 
-// Ladder ends the job: SIGINT to fgPgrp (the terminal's foreground process
-// group, 0 if none) and SIGTERM to the tree (followed by SIGCONT, so
+// Ladder ends the job: SIGINT to the job's processes in fgPgrp (the
+// terminal's foreground process group, 0 if none) and SIGTERM to the tree (followed by SIGCONT, so
 // stopped processes act on it); when grace runs out, SIGKILL to everything left. It returns as
 // soon as the tree is empty, and returns nil only when no process of the job
 // remains. On an empty tree it returns nil at once, so a second Ladder is a
@@ -144,12 +144,12 @@ func Ladder(ctx context.Context, t Tracker, fgPgrp int, grace time.Duration) err
 	var sigErr error
 	if grace > 0 {
 		if fgPgrp > 0 {
-			// The group id comes from tcgetpgrp on the job's own terminal, so
-			// it names a group of the job's session. A group id stays
-			// allocated while the group has a member; it could only be
-			// reused if the whole group vanished between tcgetpgrp and
-			// here, and then ESRCH is the usual answer.
-			if err := signalGroup(fgPgrp, syscall.SIGINT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			// The group id comes from tcgetpgrp on the job's terminal, but
+			// the job chooses the foreground (tcsetpgrp): it may have
+			// handed it to a group that is not the job's (its runner's).
+			// Only the job's own processes in that group get the SIGINT
+			// (SignalGroup), never kill(-fgPgrp).
+			if _, err := SignalGroup(t, fgPgrp, syscall.SIGINT); err != nil {
 				sigErr = fmt.Errorf("sigint foreground group %d: %w", fgPgrp, err)
 			}
 		}

@@ -89,7 +89,80 @@ func OpenCgroupFD(t Tracker) (int, error) {
 	return fd, nil
 }
 
-func signalGroup(pgrp int, sig syscall.Signal) error { return unix.Kill(-pgrp, sig) }
+// SignalGroup sends sig to the processes of the job t tracks that are in
+// process group pgrp, each through a pidfd and only after it was checked to
+// be the process the walk found, still in that group: never kill(-pgrp). A
+// group number is only a number: once the job's processes have left the
+// group (a setsid child, a leader that exited), any process can take it
+// (pid reuse), and the terminal's foreground can be handed by the job to a
+// group that is not the job's. It returns how many processes were
+// signalled; none with a nil error means no process of the job is in the
+// group.
+//
+// Only sig is sent (no SIGCONT after it, unlike Signal): a signal asked for
+// on request reaches the group as kill(2) would have sent it.
+func SignalGroup(t Tracker, pgrp int, sig syscall.Signal) (int, error) {
+	if pgrp <= 0 {
+		return 0, nil
+	}
+	l, ok := t.(interface{ list() ([]procStat, error) })
+	if !ok {
+		return 0, ErrUnsupported
+	}
+	seen := make(map[procKey]struct{})
+	var errs []error
+	// A fork racing the walk is caught by the next one; a walk that finds
+	// nothing new ends it (as Signal does).
+	for range signalRounds {
+		procs, err := l.list()
+		if err != nil {
+			return len(seen), errors.Join(append(errs, err)...)
+		}
+		fresh := 0
+		for _, p := range procs {
+			k := procKey{p.pid, p.start}
+			if _, done := seen[k]; done || p.pgrp != pgrp {
+				continue
+			}
+			sent, err := signalInGroup(p, pgrp, sig)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("signal %v to pid %d: %w", sig, p.pid, err))
+			}
+			if sent {
+				seen[k] = struct{}{}
+				fresh++
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	return len(seen), errors.Join(errs...)
+}
+
+// signalInGroup sends sig to the process p describes when, pinned by a
+// pidfd, it is still that process (its start time) and still in pgrp.
+func signalInGroup(p procStat, pgrp int, sig syscall.Signal) (bool, error) {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return false, nil
+		}
+		return false, err // ENOSYS included: no pidfd, no signal by number
+	}
+	defer unix.Close(fd)
+	cur, err := readStat(p.pid, nil)
+	if err != nil || cur.start != p.start || cur.pgrp != pgrp || cur.gone() {
+		return false, nil
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
 
 // ---- cgroup v2 ----
 

@@ -150,6 +150,12 @@ func runnerHelper() int {
 				err = tr.Exempt(epid)
 			}
 			say("exempted %d err=%v", epid, err)
+		case "siggroup":
+			g, sig, _ := strings.Cut(arg, " ")
+			pg, _ := strconv.Atoi(g)
+			sn, _ := strconv.Atoi(sig)
+			n, err := SignalGroup(tr, pg, syscall.Signal(sn))
+			say("siggroup %d err=%v", n, err)
 		case "oom":
 			say("oom %v", tr.OOMKilled())
 		case "close":
@@ -554,6 +560,69 @@ func TestExemptChildIsNotTheJob(t *testing.T) {
 			}
 			if !ex[0].alive() {
 				t.Fatal("the ladder ended the exempt process")
+			}
+		})
+	}
+}
+
+// SignalGroup reaches the job's processes in the group and nothing else:
+// not a process outside the job that leads a group of its own (as the
+// runner's group is, or one that took a number the job's processes left),
+// not a process of the job in another group.
+func TestSignalGroupReachesOnlyTheJobsMembers(t *testing.T) {
+	if _, err := os.Stat("/bin/sleep"); err != nil {
+		t.Skip("needs /bin/sleep")
+	}
+	for _, kind := range kinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			r := startRunner(t, kind, `sleep 60 & echo $! >> "$PT_PIDS"; setsid sleep 60 & echo $! >> "$PT_PIDS"; : > "$PT_READY"; wait`)
+			r.waitReady()
+			l := r.call("exempt") // outside the job, leading a group of its own
+			var outside int
+			if _, err := fmt.Sscanf(l, "exempted %d err=<nil>", &outside); err != nil || outside <= 0 {
+				t.Fatalf("exempt: %s", l)
+			}
+			ex := refs([]int{outside})
+			t.Cleanup(func() { syscall.Kill(outside, syscall.SIGKILL) })
+			if l := r.call(fmt.Sprintf("siggroup %d %d", outside, syscall.SIGKILL)); l != "siggroup 0 err=<nil>" {
+				t.Errorf("SignalGroup to a group outside the job = %q, want none signalled", l)
+			}
+			if len(ex) != 1 || !ex[0].alive() {
+				t.Fatal("SignalGroup killed a process outside the job")
+			}
+			sp := r.scriptPids()
+			if len(sp) != 2 {
+				t.Fatalf("script pids %v", sp)
+			}
+			members := refs([]int{r.pid, sp[0]})
+			// The setsid one is in a group of its own once setsid has run.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				st, err := readStat(sp[1], nil)
+				if err == nil && st.pgrp == sp[1] {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the script's setsid sleep %d never led a group: %+v %v", sp[1], st, err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			other := refs(sp[1:])
+			// The job's group: its sh and the sleep it started, not the
+			// setsid one.
+			if l := r.call(fmt.Sprintf("siggroup %d %d", r.pid, syscall.SIGKILL)); l != "siggroup 2 err=<nil>" {
+				t.Errorf("SignalGroup to the job's group = %q, want its two members signalled", l)
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for (members[0].alive() || members[1].alive()) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if members[0].alive() || members[1].alive() {
+				t.Error("the job's group members survived SIGKILL")
+			}
+			if len(other) != 1 || !other[0].alive() {
+				t.Error("SignalGroup reached a process of the job in another group")
 			}
 		})
 	}

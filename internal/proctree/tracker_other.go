@@ -12,7 +12,8 @@ func NewTracker(opts Options) (Tracker, Info, error) {
 // OpenCgroupFD is only implemented on Linux.
 func OpenCgroupFD(t Tracker) (int, error) { return -1, ErrNoCgroup }
 
-func signalGroup(pgrp int, sig syscall.Signal) error { return ErrUnsupported }
+// SignalGroup is only implemented on Linux.
+func SignalGroup(t Tracker, pgrp int, sig syscall.Signal) (int, error) { return 0, ErrUnsupported }
 
 // SharedPidsLimit is only implemented on Linux (cgroup v2).
 func SharedPidsLimit() (int64, string, bool) { return 0, "", false }

@@ -32,7 +32,11 @@ func TestDecodeSpecIsEncodingJSON(t *testing.T) {
 		in := Spec{ID: rstr(r), StateDir: rstr(r), Dir: rstr(r), Mode: rstr(r), ControlKey: rstr(r), Argv: rlist(r), Env: rlist(r),
 			Cwd: rstr(r), Home: rstr(r), Cols: r.IntN(500), Rows: r.IntN(500),
 			Policy:             isolation.Policy{Enabled: r.IntN(2) == 0, RW: rlist(r), RO: rlist(r), RWDev: rlist(r)},
-			ForceIsolationFail: rstr(r), MaxOutputBytes: r.Int64N(1 << 40)}
+			ForceIsolationFail: rstr(r), MaxOutputBytes: r.Int64N(1 << 40),
+			Walls: isolation.Walls{LimitCaps: r.IntN(2) == 0, KeepCaps: uint64(r.Int64N(1 << 62)), NewIPC: r.IntN(2) == 0}}
+		if p := rstr(r); p != "" {
+			in.Walls.Seccomp = []byte(p)
+		}
 		if r.IntN(2) == 0 {
 			in.MaxRuntimeSeconds = r.Float64() * 1e4
 		}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/shellctl/shellctl/internal/jsonstr"
+	"github.com/shellctl/shellctl/internal/proctree"
 	"golang.org/x/sys/unix"
 )
 
@@ -138,25 +139,44 @@ func (r *Runner) signal(sig int, target string) string {
 	if pid == 0 {
 		return "the job has not started yet"
 	}
+	// Both group targets reach only the job's own processes in the group,
+	// each pinned by a pidfd and checked (proctree.SignalGroup): never
+	// kill(-pgid). The foreground is the job's to choose, and it may have
+	// handed it to a group that is not the job's (its runner's); and the
+	// recorded group may have no process of the job left in it (its leader
+	// exited, the rest moved on), its number free for any process to take.
 	switch target {
 	case TargetForeground:
 		if r.spec.Mode != "pty" {
 			return "input_unsupported"
 		}
 		fg := r.foregroundGroup()
-		if fg <= 0 || fg == unix.Getpgrp() {
-			return "the job's terminal has no foreground process group of the job (it left the terminal or ended)"
+		if fg <= 0 {
+			return "the job's terminal has no foreground process group (the job left the terminal or ended)"
 		}
-		return errText(unix.Kill(-fg, syscall.Signal(sig)))
+		return r.signalGroup(fg, sig, "the terminal's foreground process group")
 	case TargetGroup:
 		if pgid <= 0 {
 			return "the job's process group is not known"
 		}
-		return errText(unix.Kill(-pgid, syscall.Signal(sig)))
+		return r.signalGroup(pgid, sig, "its process group")
 	case TargetTree:
 		return errText(r.tracker.Signal(syscall.Signal(sig)))
 	}
 	return fmt.Sprintf("target %q is not one of foreground, group, tree", target)
+}
+
+// signalGroup sends sig to the job's processes in group pgrp (what names
+// the group, for the answer when none is there).
+func (r *Runner) signalGroup(pgrp, sig int, what string) string {
+	n, err := proctree.SignalGroup(r.tracker, pgrp, syscall.Signal(sig))
+	if err != nil {
+		return err.Error()
+	}
+	if n == 0 {
+		return fmt.Sprintf("the job has no process in %s (%d): it left that group or the group is not the job's; send the signal to target \"tree\" to reach every process of the job", what, pgrp)
+	}
+	return ""
 }
 
 func errText(err error) string {

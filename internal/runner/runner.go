@@ -218,11 +218,18 @@ func Main(args []string) int {
 	sigCh := make(chan os.Signal, 16)
 	signal.Notify(sigCh, unix.SIGCHLD)
 	// The runner lives in its own session; a hangup or a stray SIGPIPE
-	// must not end it. They are caught and dropped rather than ignored:
-	// an ignored signal stays ignored across exec, and the job must start
-	// with every signal at its default.
+	// must not end it. Nor may any signal a terminal sends its foreground
+	// group (^C, ^\, ^Z, a background read or write): a pty job shares
+	// the runner's session and chooses its terminal's foreground, so it can
+	// hand the foreground to the runner's group (tcsetpgrp) and then type
+	// ^C at itself (TIOCSTI), or wait for the agent's C-c; the runner must
+	// not die of that (the job would be lost) nor stop. Nothing the runner
+	// does to the job's processes goes by that group either (SignalGroup).
+	// They are caught and dropped rather than ignored: an ignored signal
+	// stays ignored across exec, and the job must start with every signal
+	// at its default.
 	drop := make(chan os.Signal, 4)
-	signal.Notify(drop, unix.SIGHUP, unix.SIGPIPE)
+	signal.Notify(drop, unix.SIGHUP, unix.SIGPIPE, unix.SIGINT, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
 	go func() {
 		for range drop {
 		}

@@ -6,6 +6,7 @@
 package runner
 
 import (
+	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -43,6 +44,9 @@ type Spec struct {
 	// ForceIsolationFail makes the job's confinement fail with this message
 	// (a test hook set only from the server's own configuration).
 	ForceIsolationFail string `json:"force_isolation_fail,omitempty"`
+	// Walls: the job's capabilities, seccomp filter and IPC namespace,
+	// as the server decided them from its flags.
+	Walls isolation.Walls `json:"walls"`
 
 	MaxRuntimeSeconds float64 `json:"max_runtime_seconds,omitempty"` // 0 = no limit
 	MaxOutputBytes    int64   `json:"max_output_bytes,omitempty"`    // 0 = no limit
@@ -128,6 +132,48 @@ func decodeSpec(b []byte) (*Spec, error) {
 			})
 		case "force_isolation_fail":
 			return str(&s.ForceIsolationFail)
+		case "walls":
+			if r.Null() {
+				return true
+			}
+			w := &s.Walls
+			boolean := func(p *bool) bool {
+				if r.Null() {
+					return true
+				}
+				v, ok := r.Bool()
+				*p = v
+				return ok
+			}
+			return r.Object(func(key string) bool {
+				switch key {
+				case "limit_caps":
+					return boolean(&w.LimitCaps)
+				case "new_ipc":
+					return boolean(&w.NewIPC)
+				case "keep_caps":
+					if r.Null() {
+						return true
+					}
+					n, ok := r.Int(64)
+					w.KeepCaps = uint64(n)
+					return ok && n >= 0
+				case "seccomp":
+					// []byte: base64, as encoding/json writes it.
+					if r.Null() {
+						w.Seccomp = nil
+						return true
+					}
+					v, ok := r.String()
+					if !ok {
+						return false
+					}
+					b, err := base64.StdEncoding.DecodeString(v)
+					w.Seccomp = b
+					return err == nil
+				}
+				return r.Skip()
+			})
 		case "max_runtime_seconds":
 			if r.Null() {
 				return true

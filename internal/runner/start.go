@@ -51,6 +51,7 @@ func (r *Runner) start() error {
 		Script:    filepath.Join(s.Dir, ScriptFile),
 		Policy:    s.Policy,
 		ForceFail: s.ForceIsolationFail,
+		Walls:     s.Walls,
 	}
 	var err error
 	if s.Mode == "pty" {
@@ -261,6 +262,15 @@ func (r *Runner) dropTerminal() {
 // session (the server started the runner as a session leader without one);
 // the job's process group then puts itself in the terminal's foreground, so
 // it reads and writes the terminal as a foreground job and ^C reaches it.
+//
+// The session, not the job, leads the terminal because the end of a
+// session's leader hangs up its terminal's foreground group: were the job's
+// process the leader (setsid and TIOCSCTTY in it), its end would SIGHUP the
+// work it leaves in the background (`nohup server &` before nohup ignores
+// the signal; a plain `server &` always). The price: the job may hand the
+// foreground to the runner's group (tcsetpgrp). So the runner drops every
+// signal a terminal sends (Main), and nothing signals the foreground group
+// by its number (Runner.signal, proctree.Ladder: proctree.SignalGroup).
 func (r *Runner) claimTerminal(slave *os.File) error {
 	if err := unix.IoctlSetInt(int(slave.Fd()), unix.TIOCSCTTY, 0); err != nil {
 		return fmt.Errorf("make the job's terminal the runner's controlling terminal: %w", err)

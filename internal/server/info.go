@@ -69,6 +69,13 @@ type InfoPolicy struct {
 	DefaultShell  string           `json:"default_shell"`
 	InheritEnv    string           `json:"inherit_env"`
 	WorkspaceRoot string           `json:"workspace_root"`
+	// JobCapabilities are the capabilities a job keeps (of those the
+	// server holds: none for a non-root server); JobSeccomp is its
+	// seccomp filter, "default" or "off"; JobIPCNamespace says each job
+	// gets an IPC namespace of its own.
+	JobCapabilities []string `json:"job_capabilities"`
+	JobSeccomp      string   `json:"job_seccomp"`
+	JobIPCNamespace bool     `json:"job_ipc_namespace"`
 }
 
 func uname() Kernel {
@@ -84,7 +91,7 @@ func uname() Kernel {
 
 // newInfo builds what does not change while the server runs; the answer
 // adds the uptime and the job counts.
-func newInfo(cfg *Config, cg proctree.CgroupSupport, policy isolation.Policy, snapTimeout time.Duration, maxConns int, started time.Time) Info {
+func newInfo(cfg *Config, cg proctree.CgroupSupport, policy isolation.Policy, walls isolation.Walls, snapTimeout time.Duration, maxConns int, started time.Time) Info {
 	bi := buildinfo.Get()
 	if policy.Enabled {
 		// The defaults the confinement applies to empty lists.
@@ -95,7 +102,7 @@ func newInfo(cfg *Config, cg proctree.CgroupSupport, policy isolation.Policy, sn
 			policy.RWDev = isolation.DefaultRWDev
 		}
 	}
-	return Info{
+	in := Info{
 		Version: bi.Version, Commit: bi.Commit, GoVersion: bi.GoVersion, Kernel: uname(),
 		Landlock: isolation.DetectLandlock(), Cgroup: cg, Tracking: cg.Mode,
 		Limits: InfoLimits{
@@ -109,9 +116,14 @@ func newInfo(cfg *Config, cg proctree.CgroupSupport, policy isolation.Policy, sn
 		},
 		Policy: InfoPolicy{
 			Isolation: policy, DefaultShell: cfg.DefaultShell, InheritEnv: cfg.InheritEnv, WorkspaceRoot: cfg.WorkspaceRoot,
+			JobCapabilities: isolation.CapabilityNames(walls.KeepCaps), JobSeccomp: "off", JobIPCNamespace: walls.NewIPC,
 		},
 		StateDir: cfg.StateDir, StartedAt: started.UTC(), AuthRequired: cfg.Token != "",
 	}
+	if len(walls.Seccomp) > 0 {
+		in.Policy.JobSeccomp = "default"
+	}
+	return in
 }
 
 // infoFunc answers GET /v1/info: the fixed part and, per request, the

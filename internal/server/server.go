@@ -64,6 +64,11 @@ type Config struct {
 	// becomes the job, where the build can; else through a stage) or
 	// "stage" (always through a stage process). "" is "direct".
 	JobStart string
+	// JobCapabilities (--job-capabilities) is the capability list a job
+	// keeps, comma-separated, or "none"; "" is Docker's default set.
+	// JobSeccomp (--job-seccomp) is "default" (also "") or "off".
+	JobCapabilities string
+	JobSeccomp      string
 
 	MaxRequestBytes   int64         // run and input bodies
 	MaxBodyMemory     int64         // bytes large bodies may hold at once
@@ -127,9 +132,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.JobStart != "" && cfg.JobStart != "direct" && cfg.JobStart != "stage" {
 		return nil, fmt.Errorf("--job-start %q is not one of direct, stage", cfg.JobStart)
 	}
+	walls, err := jobWalls(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.InheritEnv != "all" && cfg.InheritEnv != "none" {
 		return nil, fmt.Errorf("--inherit-env %q is not one of all, none", cfg.InheritEnv)
 	}
+	var workspaceGiven string
 	if cfg.WorkspaceRoot != "" {
 		abs, err := filepath.Abs(cfg.WorkspaceRoot)
 		if err != nil {
@@ -140,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--workspace-root %q: %w", cfg.WorkspaceRoot, err)
 		}
-		cfg.WorkspaceRoot = filepath.Clean(real)
+		cfg.WorkspaceRoot, workspaceGiven = filepath.Clean(real), abs
 	}
 	if err := cfg.checkLimits(); err != nil {
 		return nil, err
@@ -200,7 +210,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		InheritNone:        cfg.InheritEnv == "none",
 		Policy:             policy,
 		ForceIsolationFail: cfg.Getenv("SHELLCTL_TEST_FORCE_ISOLATION_FAILURE"),
+		Walls:              walls,
 		WorkspaceRoot:      cfg.WorkspaceRoot,
+		WorkspaceRootGiven: workspaceGiven,
 		MaxRunning:         cfg.MaxRunningJobs,
 		WarmRunners:        cfg.WarmRunners,
 		MaxRuntime:         cfg.MaxJobRuntime,
@@ -256,7 +268,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
-	h.Info = infoFunc(newInfo(&cfg, cg, policy, snapTimeout, maxConns, started), st)
+	h.Info = infoFunc(newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started), st)
 	mcpStop := make(chan struct{})
 	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
 	s := &Server{}

@@ -176,7 +176,10 @@ func (p *pipeline) addFile(pc piece, r io.Reader) (readFailed, err error) {
 		case rerr != nil:
 			return rerr, nil
 		}
-		pc = piece{kind: pc.kind, raw: pc.raw, name: pc.name, more: true}
+		// The continuation keeps the entry's header fields: the piece
+		// that ends the file is the one whose mode and mtime endFile
+		// applies, and it may be any of them.
+		pc.more, pc.data, pc.end = true, nil, false
 	}
 }
 

@@ -69,11 +69,14 @@ type RestoreOptions struct {
 // So nothing outside home is ever written, and no directory of home can be
 // reached under another name. Unsafe or invalid input (absolute names,
 // "..", paths through symlinks, hard links to outside or to a directory,
-// device nodes, FIFOs, sparse or unknown entries, input that is not zstd, a
-// zstd window over MaxWindow) fails with an error wrapping ErrMalformed;
-// other failures are environmental. Existing files are replaced (removed
-// and created again, never written through); other files are kept. Not
-// transactional: on error, home may be partly restored.
+// device nodes, FIFOs, sparse or unknown entries, entries more than
+// MaxDepth levels below Home, input that is not zstd, a zstd window over
+// MaxWindow) fails with an error wrapping ErrMalformed; other failures are
+// environmental. Existing files are replaced (removed and created again,
+// never written through); other files are kept. Files, directories and
+// symlinks get the archive's mtimes, and a file's blocks of zeros become
+// holes (see holeBlock). Not transactional: on error, home may be partly
+// restored.
 //
 // r is read ahead in a goroutine of its own. A failure before the end of
 // r (a refusal, a failed write, ctx) is returned at once, without waiting
@@ -247,7 +250,15 @@ func readErr(ctx context.Context, src *sourceReader, what string, err error) err
 	return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
 }
 
+// malformed makes an error of the archive's fault. Its string arguments
+// are names from the archive, which can be a megabyte long: each is
+// shortened (shortName) so the answer and the log line stay short.
 func malformed(format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = shortName(s)
+		}
+	}
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 }
 
@@ -343,6 +354,12 @@ func checkEntry(hdr *tar.Header) (name string, skip bool, err error) {
 	name, err = cleanName(hdr.Name)
 	if err != nil {
 		return "", false, err
+	}
+	if depth := strings.Count(name, "/") + 1; depth > MaxDepth {
+		// Our saves keep MaxDepth levels; deeper, the restore would hold
+		// a directory handle per level (see MaxDepth).
+		return "", false, malformed("entry %q: %d levels below Home, deeper than the %d a snapshot keeps; "+
+			"move the tree up, or archive it separately", hdr.Name, depth, MaxDepth)
 	}
 	if name == "" {
 		if hdr.Typeflag == tar.TypeDir {

@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -111,6 +112,28 @@ const (
 	// RestoreOptions.NoDuplicates add memory that grows with the largest
 	// directory and with the number of entries.
 	MemoryBound = 32 << 20
+
+	// MaxDepth is how many levels below Home a snapshot keeps: an entry
+	// whose name has more components is left out of a save (counted, and
+	// the first named, in SaveStats) and refused by a restore. The walk
+	// holds the handles of the chain of directories it is in (two per
+	// level: the os.Root and the open directory being read, whose read
+	// position cannot be given up and found again), so without a bound a
+	// job that makes a 12 000-deep chain of directories (mkdir a; cd a in
+	// a loop) made every save fail with "too many open files", and could
+	// starve the server of descriptors while it tried. 256 levels is
+	// 2-3 times the deepest trees of real Homes (nested node_modules,
+	// Java packages, caches: 20-100) and keeps a save under about 520
+	// descriptors and a restore under about 260, inside the common limit
+	// of 1024 even where the runtime cannot raise it. Deeper paths are
+	// also past what path-based tools handle (a 256-level path of 16-byte
+	// names already exceeds PATH_MAX, 4096 bytes).
+	MaxDepth = 256
+
+	// maxNameInMessage bounds a path quoted in an error or a log line
+	// (shortName): a path can be a MaxDepth-level chain of 255-byte
+	// names, 64 KiB.
+	maxNameInMessage = 200
 )
 
 // encoderOptions: WithLowerEncoderMem makes the histories
@@ -133,6 +156,14 @@ type SaveStats struct {
 	FileBytes int64  // bytes of file contents archived, before compression (Save only)
 	Bytes     int64  // bytes of the compressed archive
 	SHA256    string // hex SHA-256 of those bytes
+
+	// TooDeep counts the entries left out for lying more than MaxDepth
+	// levels below Home (Save only): the entries of the directories at
+	// the bound, not what lies below them, which is not walked.
+	// FirstTooDeep is the first of them, shortened for a log line
+	// (shortName); "" when none.
+	TooDeep      int64
+	FirstTooDeep string
 }
 
 // testHookFileReader, when set (tests only), wraps the reader of each file
@@ -226,7 +257,8 @@ func Save(ctx context.Context, w io.Writer, home string, opts SaveOptions) (Save
 		// frame: the caller must see a cut archive, never a complete one.
 		enc.Reset(io.Discard)
 	}
-	st := SaveStats{Entries: s.entries, FileBytes: s.fileBytes, Bytes: s.out.n, SHA256: hex.EncodeToString(s.hashOut.Sum(nil))}
+	st := SaveStats{Entries: s.entries, FileBytes: s.fileBytes, Bytes: s.out.n, SHA256: hex.EncodeToString(s.hashOut.Sum(nil)),
+		TooDeep: s.tooDeep, FirstTooDeep: s.firstTooDeep}
 	if err != nil {
 		return st, err
 	}
@@ -289,6 +321,9 @@ type saver struct {
 	home      string   // Home's path, cleaned
 	entries   int64
 	fileBytes int64
+	// tooDeep and firstTooDeep: the entries left out past MaxDepth.
+	tooDeep      int64
+	firstTooDeep string
 }
 
 // walk archives the entries of dir, whose name relative to Home is rel
@@ -296,13 +331,13 @@ type saver struct {
 func (s *saver) walk(dir *os.Root, rel string) error {
 	d, err := dir.Open(".")
 	if err != nil {
-		return fmt.Errorf("open directory %q: %w", rel, err)
+		return fmt.Errorf("open directory %q: %w", shortName(rel), err)
 	}
 	defer d.Close()
 	if s.opts.Lexical {
 		ents, err := d.ReadDir(-1)
 		if err != nil {
-			return fmt.Errorf("read directory %q: %w", rel, err)
+			return fmt.Errorf("read directory %q: %w", shortName(rel), err)
 		}
 		slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 		for _, de := range ents {
@@ -329,7 +364,7 @@ func (s *saver) walk(dir *os.Root, rel string) error {
 			return nil
 		}
 		if rerr != nil {
-			return fmt.Errorf("read directory %q: %w", rel, rerr)
+			return fmt.Errorf("read directory %q: %w", shortName(rel), rerr)
 		}
 	}
 }
@@ -344,27 +379,51 @@ func (s *saver) entry(dir *os.Root, rel string, de fs.DirEntry) error {
 	s.path = append(s.path, name)
 	defer func() { s.path = s.path[:len(s.path)-1] }()
 
-	switch t := de.Type(); {
-	case t.IsDir():
-		if s.excl.excluded(s.path, true) {
-			return nil
-		}
-		return s.dir(dir, name, full)
-	case t.IsRegular():
-		if s.excl.excluded(s.path, false) {
-			return nil
-		}
-		return s.file(dir, name, full)
-	case t&fs.ModeSymlink != 0:
-		if s.excl.excluded(s.path, false) {
-			return nil
-		}
-		return s.symlink(dir, name, full)
-	default:
+	t := de.Type()
+	if !t.IsDir() && !t.IsRegular() && t&fs.ModeSymlink == 0 {
 		// Sockets, FIFOs and devices are skipped: they have no content to
 		// save and cannot be recreated meaningfully elsewhere.
 		return nil
 	}
+	if s.excl.excluded(s.path, t.IsDir()) {
+		return nil
+	}
+	if len(s.path) > MaxDepth {
+		// Not opened: the walk holds no more handles than MaxDepth
+		// levels need (see MaxDepth).
+		if s.tooDeep == 0 {
+			s.firstTooDeep = shortName(full)
+		}
+		s.tooDeep++
+		return nil
+	}
+	switch {
+	case t.IsDir():
+		return s.dir(dir, name, full)
+	case t.IsRegular():
+		return s.file(dir, name, full)
+	default:
+		return s.symlink(dir, name, full)
+	}
+}
+
+// shortName is name cut to at most maxNameInMessage bytes for an error or
+// a log line: its beginning and its end, which say where it is and what
+// it is, around "…". The cuts fall between UTF-8 sequences. Messages
+// quote it (%q), so control characters in it are escaped.
+func shortName(name string) string {
+	if len(name) <= maxNameInMessage {
+		return name
+	}
+	const keep = (maxNameInMessage - len("…")) / 2
+	head, tail := keep, len(name)-keep
+	for head > 0 && !utf8.RuneStart(name[head]) {
+		head--
+	}
+	for tail < len(name) && !utf8.RuneStart(name[tail]) {
+		tail++
+	}
+	return name[:head] + "…" + name[tail:]
 }
 
 func (s *saver) dir(parent *os.Root, name, full string) error {
@@ -373,12 +432,12 @@ func (s *saver) dir(parent *os.Root, name, full string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("open directory %q: %w", full, err)
+		return fmt.Errorf("open directory %q: %w", shortName(full), err)
 	}
 	defer sub.Close()
 	fi, err := sub.Stat(".")
 	if err != nil {
-		return fmt.Errorf("stat directory %q: %w", full, err)
+		return fmt.Errorf("stat directory %q: %w", shortName(full), err)
 	}
 	if !fi.IsDir() {
 		return nil // replaced during the walk
@@ -410,7 +469,7 @@ func (s *saver) symlink(dir *os.Root, name, full string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("stat %q: %w", full, err)
+		return fmt.Errorf("stat %q: %w", shortName(full), err)
 	}
 	if fi.Mode()&fs.ModeSymlink == 0 {
 		return nil // replaced during the walk
@@ -420,7 +479,7 @@ func (s *saver) symlink(dir *os.Root, name, full string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read link %q: %w", full, err)
+		return fmt.Errorf("read link %q: %w", shortName(full), err)
 	}
 	if s.opts.RelativeLinks {
 		target = s.relativeTarget(full, target)
@@ -442,12 +501,12 @@ func (s *saver) file(dir *os.Root, name, full string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("open %q: %w", full, err)
+		return fmt.Errorf("open %q: %w", shortName(full), err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("stat %q: %w", full, err)
+		return fmt.Errorf("stat %q: %w", shortName(full), err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil // replaced during the walk
@@ -545,16 +604,16 @@ func (s *saver) copyFile(r io.Reader, full string, size int64) error {
 		n, err := r.Read(b)
 		if n > 0 {
 			if _, werr := s.tw.Write(b[:n]); werr != nil {
-				return fmt.Errorf("archive %q: %w", full, werr)
+				return fmt.Errorf("archive %q: %w", shortName(full), werr)
 			}
 			left -= int64(n)
 			s.fileBytes += int64(n)
 		}
 		if err == io.EOF && left > 0 {
-			return fmt.Errorf("read %q: file shrank by %d bytes while being saved", full, left)
+			return fmt.Errorf("read %q: file shrank by %d bytes while being saved", shortName(full), left)
 		}
 		if err != nil && err != io.EOF {
-			return fmt.Errorf("read %q: %w", full, err)
+			return fmt.Errorf("read %q: %w", shortName(full), err)
 		}
 	}
 	return nil
@@ -565,7 +624,7 @@ func (s *saver) header(hdr *tar.Header) error {
 	// archive is the same whoever runs the server.
 	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
 	if err := s.tw.WriteHeader(hdr); err != nil {
-		return fmt.Errorf("archive %q: %w", hdr.Name, err)
+		return fmt.Errorf("archive %q: %w", shortName(hdr.Name), err)
 	}
 	s.entries++
 	return nil

@@ -171,6 +171,12 @@ func (s *Service) HandleSave(w http.ResponseWriter, r *http.Request) {
 	st, err := Save(ctx, sw, s.cfg.Home, SaveOptions{Excludes: req.Excludes, StateDir: s.cfg.StateDir})
 	sent = st.Bytes
 	outcome = saveOutcome(err, sw.started)
+	if st.TooDeep > 0 {
+		// One line per save, whatever the number: the count and the
+		// first name, shortened.
+		s.log.Warn("snapshot save left out entries deeper than the depth bound",
+			"max_depth", MaxDepth, "left_out", st.TooDeep, "first", st.FirstTooDeep)
+	}
 	switch {
 	case err == nil:
 		h := w.Header()

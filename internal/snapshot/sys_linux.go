@@ -28,6 +28,17 @@ func setTimes(fd int, mtime time.Time) error {
 	}
 }
 
+// setLinkTimes sets the times of the symlink name in dir itself, never
+// of what it points at.
+func setLinkTimes(dir int, name string, mtime time.Time) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+	for {
+		if err := unix.UtimesNanoAt(dir, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 // processUmask reads the umask from /proc/self/status (reading it with
 // umask(2) would mean setting it, racing with every goroutine that creates
 // files). When it cannot be read, every bit counts as masked, so the mode

@@ -32,6 +32,10 @@ func OpenDir(path string) (*Dir, error) {
 // Close closes the handle.
 func (d *Dir) Close() error { return unix.Close(d.fd) }
 
+// FD is the handle's descriptor (for identity checks: its device and
+// inode, and those of the directories above it).
+func (d *Dir) FD() int { return d.fd }
+
 // ErrLink is returned (wrapped) when a path in the state dir is a symlink.
 var ErrLink = errors.New("a symlink in the state dir")
 

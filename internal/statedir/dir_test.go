@@ -27,3 +27,25 @@ func TestRemovedTellsADeletedDirectory(t *testing.T) {
 	}
 	f.Close()
 }
+
+// Neither a state dir inside a path jobs write nor such a path inside the
+// state dir is accepted.
+func TestCheckOutside(t *testing.T) {
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{filepath.Join(base, "home"), true},
+		{base, false},                              // contains it
+		{state, false},                             // is it
+		{filepath.Join(state, "jobs"), false},      // inside it
+		{filepath.Join(base, "state-other"), true}, // a sibling sharing a prefix
+	} {
+		err := CheckOutside(state, map[string]string{tc.path: "test path"})
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckOutside(%s, %s) = %v, want ok %v", state, tc.path, err, tc.ok)
+		}
+	}
+}

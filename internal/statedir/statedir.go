@@ -76,7 +76,9 @@ func Within(path, root string) bool {
 // CheckOutside refuses a state dir (resolved) that lies inside one of the
 // paths jobs may write by the server's policy: a job there could read the
 // database and every job's output, and plant links for the server to
-// follow. what names each writable path for the message.
+// follow. It refuses as well one of those paths inside the state dir (a
+// Home, a workspace root or an RW entry in <state>/jobs would hand the
+// same to every job). what names each writable path for the message.
 func CheckOutside(stateReal string, writable map[string]string) error {
 	for p, what := range writable {
 		if p == "" {
@@ -89,6 +91,9 @@ func CheckOutside(stateReal string, writable map[string]string) error {
 		real = filepath.Clean(real)
 		if Within(stateReal, real) {
 			return fmt.Errorf("state dir %s lies inside %s %s, which jobs can write: give --state-dir a directory outside it (the default is %s for root, /var/tmp/shellctl-<uid> otherwise)", stateReal, what, p, RootDefault)
+		}
+		if Within(real, stateReal) {
+			return fmt.Errorf("%s %s lies inside the state dir %s, which no job may reach: move it, or give --state-dir a directory elsewhere (the default is %s for root, /var/tmp/shellctl-<uid> otherwise)", what, p, stateReal, RootDefault)
 		}
 	}
 	return nil

@@ -45,10 +45,15 @@ type app struct {
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	a := &app{stdin: stdin, stdout: stdout, getenv: getenv}
 	root := a.newRoot()
-	root.SetArgs(withConnect(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	args, typo := withConnect(root, args)
+	if typo != nil {
+		fmt.Fprintln(stderr, typo.Error())
+		return ExitUsage
+	}
+	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
@@ -78,17 +83,77 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 }
 
 // withConnect treats an unknown first word as the first word of connect's
-// ARGV: "dify-agent psql -h db" is "dify-agent connect psql -h db".
-func withConnect(root *cobra.Command, args []string) []string {
+// ARGV: "dify-agent psql -h db" is "dify-agent connect psql -h db". A word
+// within two letters of a command's name, or the start of one ("hlep",
+// "flie", "know"), is a typo, not a program to connect to: it is a usage
+// error that names the commands it may have meant, so a typo never
+// becomes a call to the backend. "connect WORD" reaches any program.
+func withConnect(root *cobra.Command, args []string) ([]string, error) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
-		return args
+		return args, nil
 	}
 	for _, c := range root.Commands() {
 		if c.Name() == args[0] || c.HasAlias(args[0]) {
-			return args
+			return args, nil
 		}
 	}
-	return append([]string{"connect"}, args...)
+	if near := commandsNear(root, args[0]); len(near) > 0 {
+		return nil, &usageError{path: root.CommandPath(), msg: fmt.Sprintf("unknown command %q: did you mean %s? (to run a program of that name: %s connect %s)",
+			args[0], strings.Join(quoteAll(near), " or "), rootName, args[0])}
+	}
+	return append([]string{"connect"}, args...), nil
+}
+
+// typoDistance is how many letters a word may differ from a command's
+// name (insertions, deletions, changes) and still be taken for it.
+const typoDistance = 2
+
+// commandsNear are the commands (help included, hidden ones not) whose
+// name is within typoDistance of word or starts with it.
+func commandsNear(root *cobra.Command, word string) []string {
+	names := []string{"help"}
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	var near []string
+	w := strings.ToLower(word)
+	for _, n := range names {
+		if strings.HasPrefix(n, w) || editDistance(w, n) <= typoDistance {
+			near = append(near, n)
+		}
+	}
+	return near
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func quoteAll(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = fmt.Sprintf("%q", w)
+	}
+	return out
 }
 
 const helpTemplate = `{{with or .Long .Short}}{{trimTrailingWhitespaces .}}{{end}}
@@ -110,10 +175,12 @@ func (a *app) newRoot() *cobra.Command {
 An unknown first word runs connect with all arguments.
 Needs DIFY_AGENT_STUB_API_BASE_URL and DIFY_AGENT_STUB_AUTH_JWE.
 Exit status: 0 ok, 1 failed (one line per failure on stderr), 2 usage error.`,
-		Args:              cobra.NoArgs,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Args:          cobra.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// completion bash|zsh|fish|powershell works, and is left out of
+		// the help a model reads.
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		RunE:              showHelp,
 	}
 	cobra.AddTemplateFunc("namePad", namePad)
@@ -123,6 +190,8 @@ Exit status: 0 ok, 1 failed (one line per failure on stderr), 2 usage error.`,
 	})
 	root.AddCommand(a.configCmd(), a.connectCmd(), a.fileCmd(), a.driveCmd(), a.knowledgeCmd(),
 		a.homeSnapshotCmd(), a.dumpHelpCmd())
+	// Made now rather than when cobra runs, so withConnect knows the word.
+	root.InitDefaultCompletionCmd()
 	finish(root)
 	return root
 }

@@ -24,8 +24,15 @@ func TestWithConnect(t *testing.T) {
 		{[]string{"ssh", "-p", "22"}, []string{"connect", "ssh", "-p", "22"}},
 		{[]string{"manifest"}, []string{"connect", "manifest"}},
 	} {
-		if got := withConnect(root, c.in); strings.Join(got, " ") != strings.Join(c.want, " ") {
-			t.Errorf("withConnect(%q) = %q, want %q", c.in, got, c.want)
+		if got, err := withConnect(root, c.in); err != nil || strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("withConnect(%q) = %q, %v, want %q", c.in, got, err, c.want)
+		}
+	}
+	// A typo of a command is a usage error naming what it may mean.
+	for typo, meant := range map[string]string{"hlep": `"help"`, "flie": `"file"`, "konwledge": `"knowledge"`, "drvie": `"drive"`, "conifg": `"config"`} {
+		got, err := withConnect(root, []string{typo, "x"})
+		if err == nil || !strings.Contains(err.Error(), meant) || !strings.Contains(err.Error(), "unknown command") || got != nil {
+			t.Errorf("withConnect(%q) = %q, %v, want a usage error naming %s", typo, got, err, meant)
 		}
 	}
 }
@@ -120,5 +127,48 @@ func TestHomeSnapshotInProcess(t *testing.T) {
 	stub.SetPurposeToken("w2", fakestub.ScopeHomeWrite, "snap-2")
 	if code, msg := run(src, "w2", "home-snapshot", "upload"); code != 1 || !strings.HasPrefix(msg, "dify-agent: agent stub Home Snapshot upload failed") {
 		t.Fatalf("failing upload: %d %q", code, msg)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"help", "help", 0}, {"hlep", "help", 2}, {"", "abc", 3}, {"file", "flie", 2}, {"kitten", "sitting", 3}, {"ssh", "help", 4}} {
+		if got := editDistance(c.a, c.b); got != c.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
+		}
+	}
+}
+
+func TestEscapeUnsafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain path/a b.txt":       "plain path/a b.txt",
+		`back\slash`:               `back\slash`,
+		"café ✓":                   "café ✓",
+		"osc\x1b]52;c;aGk=\x07end": `osc\x1b]52;c;aGk=\x07end`,
+		"nl\ncr\rtab\t":            `nl\ncr\rtab\t`,
+		"del\x7f c1\u009b":         `del\x7f c1\x9b`,
+		"bidi\u202eoverride":       `bidi\u202eoverride`,
+		"bad\x9b\xffutf8":          `bad\x9b\xffutf8`,
+	} {
+		if got := escapeUnsafe(in); got != want {
+			t.Errorf("escapeUnsafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"report.pdf":            "report.pdf",
+		"evil\n\x1b]52;c;x\x07": "evil__]52;c;x_",
+		"bad\x9b\xff.txt":       "bad__.txt",
+		"rlo\u202etxt.exe":      "rlo_txt.exe",
+		"ünïcode ✓.txt":         "ünïcode ✓.txt",
+	} {
+		if got := safeFileName(in); got != want {
+			t.Errorf("safeFileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// What the backend says in an error reaches stderr escaped.
+	if got := oneLine("HTTP 403:\n\x1b]52;c;aGk=\x07 forbidden"); got != `HTTP 403: \x1b]52;c;aGk=\x07 forbidden` {
+		t.Errorf("oneLine: %q", got)
 	}
 }

@@ -66,7 +66,11 @@ func fail(what string, err error) *failure {
 	return &failure{What: what, Code: code, Message: oneLine(msg)}
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine makes s one line of text: runs of white space become one
+// space, and the control characters left (ESC, BEL, …), which may come
+// from the backend's answers, are escaped (escapeUnsafe), so stderr
+// carries no terminal sequence.
+func oneLine(s string) string { return escapeUnsafe(strings.Join(strings.Fields(s), " ")) }
 
 // usageError is a command line the CLI cannot run: exit status 2.
 type usageError struct {

@@ -182,7 +182,7 @@ An existing file is never overwritten: " (1)", " (2)", … go before the extensi
 				}
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return plainf("create %s: %v", dir, err)
+				return plainf("create %s: %v", escapeUnsafe(dir), err)
 			}
 			out, path, err := createUnique(dir, downloadName(t.Filename))
 			if err != nil {
@@ -195,9 +195,12 @@ An existing file is never overwritten: " (1)", " (2)", … go before the extensi
 			}
 			if err := out.Close(); err != nil {
 				os.Remove(path)
-				return plainf("write %s: %v", path, err)
+				return plainf("write %s: %v", escapeUnsafe(path), err)
 			}
-			_, err = fmt.Fprintln(a.stdout, path)
+			// The name is safe already; the directory (--to, the cwd)
+			// is the caller's, printed escaped should it hold a control
+			// character, so the answer stays one line of text.
+			_, err = fmt.Fprintln(a.stdout, escapeUnsafe(path))
 			return err
 		},
 	}
@@ -256,7 +259,10 @@ func refRecordID(ref string) (string, bool) {
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
 
 // downloadName is the base name of the server's filename; names that are
-// no file name become "downloaded".
+// no file name become "downloaded". Control characters, bidirectional
+// formatting characters and invalid UTF-8 become "_" (safeFileName): the
+// name is printed, and a name from the backend must not drive the
+// terminal of whoever reads it (an OSC 52 sequence writes the clipboard).
 func downloadName(filename string) string {
 	name := filename
 	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
@@ -265,7 +271,7 @@ func downloadName(filename string) string {
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, 0) {
 		return "downloaded"
 	}
-	return name
+	return safeFileName(name)
 }
 
 // createUnique creates dir/name, or dir/"stem (n).ext" for the first n that
@@ -288,10 +294,10 @@ func createUnique(dir, name string) (*os.File, string, error) {
 			return f, path, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
-			return nil, "", fmt.Errorf("create %s: %w", path, err)
+			return nil, "", fmt.Errorf("create %s: %w", escapeUnsafe(path), err)
 		}
 		if n > 10000 {
-			return nil, "", fmt.Errorf("create %s: too many files named like it", filepath.Join(dir, name))
+			return nil, "", fmt.Errorf("create %s: too many files named like it", escapeUnsafe(filepath.Join(dir, name)))
 		}
 	}
 }

@@ -122,8 +122,10 @@ func (a *app) homeUploadCmd() *cobra.Command {
 			defer cancel()
 			pr, pw := io.Pipe()
 			packed := make(chan error, 1)
+			var st snapshot.SaveStats // read after packed
 			go func() {
-				_, err := snapshot.Save(ctx, pw, home, homeSaveOptions(patterns))
+				var err error
+				st, err = snapshot.Save(ctx, pw, home, homeSaveOptions(patterns))
 				if err != nil {
 					err = fmt.Errorf("pack HOME: %w", err)
 					pw.CloseWithError(err)
@@ -143,6 +145,12 @@ func (a *app) homeUploadCmd() *cobra.Command {
 				return plainf("%v", upErr)
 			case packErr != nil:
 				return plainf("%v", packErr)
+			}
+			if st.TooDeep > 0 {
+				// The one line this command prints on success, and only
+				// then: the archive is whole but for what the bound left out.
+				fmt.Fprintf(cmd.ErrOrStderr(), "dify-agent: warning: Home Snapshot left out %d entries more than %d levels below HOME, the first %q\n",
+					st.TooDeep, snapshot.MaxDepth, st.FirstTooDeep)
 			}
 			return nil
 		},
