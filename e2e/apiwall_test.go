@@ -606,3 +606,60 @@ PY`, u.Hostname(), u.Port(), body)
 		})
 	}
 }
+
+// TestWallNonRootServerJobsCannotUseTheAPI: the documented deployment, a
+// server that is not root (its jobs get no cgroup of their own here, so the
+// walk decides): a job's request is refused, and so is one from a job's
+// process that made itself non-dumpable, whose descriptors the server may
+// not read.
+func TestWallNonRootServerJobsCannotUseTheAPI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a server as another user")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the job")
+	}
+	const uid = 65534
+	base, err := os.MkdirTemp("", "shellctl-e2e-apiwall-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	home, outside := filepath.Join(base, "home"), filepath.Join(base, "outside")
+	for _, d := range []string{home, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{base, home, outside} {
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, serverOpts{home: home, stateDir: filepath.Join(base, "state"), cred: &syscall.Credential{Uid: uid, Gid: uid}})
+	u, _ := url.Parse(s.URL)
+	pwned := filepath.Join(outside, "pwned")
+	body := `{"script":"echo pwned > ` + pwned + `","cwd":"` + outside + `"}`
+	script := fmt.Sprintf(`python3 - <<'PY'
+import ctypes, socket
+def ask(tag):
+    s = socket.create_connection((%[1]q, %[2]s))
+    b = %[3]q.encode()
+    s.sendall(b"POST /v1/jobs/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %%d\r\n\r\n" %% len(b) + b)
+    print(tag, s.recv(64).split(b"\r\n")[0].decode())
+ask("plain")
+# PR_SET_DUMPABLE 0: /proc/<pid>/fd is then the owner's only with CAP_SYS_PTRACE
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+ask("non-dumpable")
+PY`, u.Hostname(), u.Port(), body)
+	_, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
+	for _, tag := range []string{"plain", "non-dumpable"} {
+		if !strings.Contains(out, tag+" HTTP/1.1 403 Forbidden") {
+			t.Errorf("a non-root server's job (%s) was not refused: %q", tag, out)
+		}
+	}
+	checkNothingWritten(t, pwned)
+}

@@ -80,16 +80,9 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 	// that lives (the runner is its subreaper), and from the server (a
 	// child subreaper, PID 1 in a container) once it did not. Look among
 	// the server's descendants first — a few processes, not the machine's.
-	owner, hidden := findAmongDescendants(p.inode, g.cfg.RunnerComm)
-	if owner != 0 {
+	if owner := findAmongDescendants(p.inode); owner != 0 {
 		v, _ := g.byProcess(owner)
 		return v
-	}
-	if hidden != 0 {
-		// A job's process may make itself non-dumpable, and a server that
-		// is not root may then not read its descriptors: it may hold the
-		// socket, so the connection is refused.
-		return Verdict{Job: true, Why: "a process of a job (" + strconv.Itoa(hidden) + ") hides its descriptors and may hold the client's socket"}
 	}
 	// Not a descendant's now — but a job may have handed the socket on
 	// meanwhile (forked and closed). Find who holds it, wherever it is.
@@ -99,7 +92,7 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 		// there (a client started beside the server), a short list.
 		first = groupProcs(g.cfg.CgroupDir)
 	}
-	owner = findOwner(p.inode, p.uid, first)
+	owner := findOwner(p.inode, p.uid, first)
 	if owner == 0 {
 		p2, err := lookupSocket(remote, local)
 		if err != nil || p2.inode != p.inode {
@@ -128,29 +121,25 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 }
 
 // findAmongDescendants looks for the socket among the descriptors of the
-// server's descendants. hidden is one of them whose descriptors could not
-// be read (0 if none), a runner excepted: runners are not dumpable, and
-// hold no client socket.
-func findAmongDescendants(inode uint32, runnerComm string) (owner, hidden int) {
+// server's descendants. One whose descriptors cannot be read (runners and
+// stages are not dumpable; a job may make itself so, under a server that is
+// not root) is passed over: a socket made where jobs are that no visible
+// process holds is refused in the end (Check).
+func findAmongDescendants(inode uint32) int {
 	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
-	self := os.Getpid()
-	todo := childrenOf(self, nil)
+	todo := childrenOf(os.Getpid(), nil)
 	for n := 0; len(todo) > 0 && n < maxDescendants; n++ {
 		pid := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		held, readable := holdsChecked(pid, want)
-		if held {
-			return pid, 0
-		}
-		if !readable && hidden == 0 {
-			comm, ppid, ok := commAndParent(pid)
-			if ok && !(ppid == self && comm == runnerComm) {
-				hidden = pid
-			}
+		// Descriptors before children: a child forked after this read
+		// is listed below, so a socket handed down by fork-and-close is
+		// still met.
+		if holds(pid, want) {
+			return pid
 		}
 		todo = childrenOf(pid, todo)
 	}
-	return 0, hidden
+	return 0
 }
 
 // maxDescendants bounds the walk of the server's tree (jobs may fork a
@@ -439,28 +428,21 @@ func findOwner(inode, uid uint32, first []int) int {
 
 // holds reports whether one of pid's descriptors is the socket named want.
 func holds(pid int, want string) bool {
-	held, _ := holdsChecked(pid, want)
-	return held
-}
-
-// holdsChecked is holds, and whether pid's descriptors could be read at
-// all (a process gone meanwhile counts as read: it holds nothing).
-func holdsChecked(pid int, want string) (held, readable bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
 	f, err := os.Open(dir)
 	if err != nil {
-		return false, !errors.Is(err, os.ErrPermission)
+		return false
 	}
 	defer f.Close()
 	for {
 		names, err := f.Readdirnames(256)
 		for _, n := range names {
 			if l, err := os.Readlink(dir + "/" + n); err == nil && l == want {
-				return true, true
+				return true
 			}
 		}
 		if err != nil {
-			return false, true
+			return false
 		}
 	}
 }
