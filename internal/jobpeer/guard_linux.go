@@ -107,7 +107,9 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 				return Verdict{Why: "the client's process is outside this PID namespace"}
 			}
 			// Made where jobs are, and held by no process we can see: in
-			// flight in a unix socket's queue (SCM_RIGHTS), or hidden.
+			// flight in a unix socket's queue (SCM_RIGHTS), or held by a job's
+			// process that made itself non-dumpable (a non-root server
+			// cannot read its descriptors).
 			return Verdict{Job: true, Why: "the client's socket is held by no visible process (handed on)"}
 		}
 	}
