@@ -1131,7 +1131,12 @@ func TestFaultStaleJobCgroupsSwept(t *testing.T) {
 		t.Skip("no cgroup2 mount")
 	}
 	parent := filepath.Join(mount, filepath.Dir(rel))
-	stale := filepath.Join(parent, "shellctl-999999-0badcafe") // no such pid
+	sid, err := os.ReadFile(filepath.Join(s.StateDir, "server-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Named as this server's runners name theirs; no runner holds its lock.
+	stale := filepath.Join(parent, "shellctl-"+strings.TrimSpace(string(sid))+"-999999-0badcafe")
 	if err := os.Mkdir(stale, 0o755); err != nil {
 		t.Skipf("cannot make a cgroup here: %v", err)
 	}

@@ -383,7 +383,7 @@ func TestLimitSlowBodies(t *testing.T) {
 				length = 10 << 20
 			}
 			start := time.Now()
-			fmt.Fprintf(conn, "POST /v1/jobs/run HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"script\":\"", auth, length)
+			fmt.Fprintf(conn, "POST /v1/jobs/run HTTP/1.1\r\nHost: localhost\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"script\":\"", auth, length)
 			opened.Add(1)
 			conn.SetReadDeadline(time.Now().Add(readTimeout + 20*time.Second))
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

@@ -45,6 +45,12 @@ func startInitServer(t *testing.T, args ...string) *initServer {
 	// CLONE_NEWNS by unshare: Go then makes / private, so the proc mount
 	// stays in the new mount namespace.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Unshareflags: syscall.CLONE_NEWNS}
+	// A cgroup of its own, as a container has: processes outside the
+	// namespace never share the server's group.
+	if g, err := newE2EGroup(); err == nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, g.leafFD
+		t.Cleanup(func() { g.kill() })
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -197,6 +197,10 @@ func serveCmd() *cobra.Command {
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request and job transition")
 	f.StringVar(&logFormat, "log-format", logFormat, "log format on stderr: text or json (one object a line)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "also serve GET /metrics on this address, without auth (e.g. 127.0.0.1:9090); /metrics on --listen always needs the token")
+	// Who may be a client (docs/security.md "No job can use the API").
+	f.BoolVar(&cfg.AllowJobClients, "allow-job-clients", false, "UNSAFE: let jobs' processes use the API (by default a connection a job opened gets 403 forbidden_from_job, whatever the token: through the API a job could start a job with any cwd and leave its confinement)")
+	f.StringSliceVar(&cfg.AllowedHosts, "allowed-hosts", nil, "Host names answered besides IP addresses and localhost, comma-separated or repeated (a Service's DNS name, e.g. shellctl.sandbox.svc); other names get 403 forbidden_host (DNS rebinding)")
+	f.StringSliceVar(&cfg.AllowedOrigins, "allowed-origins", nil, "browser origins allowed (scheme://host[:port]), comma-separated or repeated; a request with any other Origin header gets 403 forbidden_origin")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiles on this loopback address (performance work)")
 	_ = f.MarkHidden("pprof")
 	// What a job keeps of root's powers (docs/security.md).

@@ -20,6 +20,11 @@ import (
 type cgroupTracker struct {
 	notifier
 	dir string
+	// lockFD holds an exclusive flock on the group's directory for as
+	// long as the runner lives: the sweep (SweepGroups) takes a group for
+	// dead only when it can take that lock, which no PID namespace hides
+	// and no pid reuse fakes. -1 when the lock could not be taken.
+	lockFD int
 
 	mu     sync.Mutex
 	closed bool
@@ -49,19 +54,9 @@ func newCgroupTracker(opts Options) (*cgroupTracker, Info, error) {
 		}
 	}
 	dir := parent + "/" + opts.Name
-	if err := unix.Mkdir(dir, 0o755); err != nil {
-		if !errors.Is(err, unix.EEXIST) {
-			return nil, Info{}, fmt.Errorf("create cgroup %s: %w", dir, err)
-		}
-		// Names are unique per job, so an existing group was left by a
-		// runner of this job that died before Close. Reuse it only if it is
-		// empty (rmdir fails otherwise) so no stranger's process is counted.
-		if err := unix.Rmdir(dir); err != nil {
-			return nil, Info{}, fmt.Errorf("remove stale cgroup %s: %w", dir, err)
-		}
-		if err := unix.Mkdir(dir, 0o755); err != nil {
-			return nil, Info{}, fmt.Errorf("create cgroup %s: %w", dir, err)
-		}
+	lockFD, err := makeLockedGroup(dir)
+	if err != nil {
+		return nil, Info{}, err
 	}
 	info := Info{Kind: KindCgroup2, Path: dir}
 	if mem {
@@ -79,7 +74,77 @@ func newCgroupTracker(opts Options) (*cgroupTracker, Info, error) {
 		}
 	}
 	info.Why = strings.Join(why, "; ")
-	return &cgroupTracker{dir: dir}, info, nil
+	return &cgroupTracker{dir: dir, lockFD: lockFD}, info, nil
+}
+
+// makeLockedGroup makes the group dir and takes its lock. A sweep of
+// another runner may take the lock of the new, empty group between the
+// mkdir and our flock and remove it: then the group is made again.
+func makeLockedGroup(dir string) (int, error) {
+	for try := 0; ; try++ {
+		if err := unix.Mkdir(dir, 0o755); err != nil {
+			if !errors.Is(err, unix.EEXIST) {
+				return -1, fmt.Errorf("create cgroup %s: %w", dir, err)
+			}
+			// Names are unique per runner, so an existing group was
+			// left by a runner that died before Close. Reuse it only if it
+			// is empty (rmdir fails otherwise) so no stranger's process is
+			// counted.
+			if err := unix.Rmdir(dir); err != nil {
+				return -1, fmt.Errorf("remove stale cgroup %s: %w", dir, err)
+			}
+			continue
+		}
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, fmt.Errorf("open cgroup %s: %w", dir, err)
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("lock cgroup %s: %w", dir, err)
+		}
+		var a, b unix.Stat_t
+		if unix.Fstat(fd, &a) == nil && unix.Stat(dir, &b) == nil && a.Ino == b.Ino {
+			return fd, nil
+		}
+		unix.Close(fd) // swept before we held it
+		if try >= maxLockTries {
+			return -1, fmt.Errorf("create cgroup %s: removed by a sweep %d times in a row", dir, try+1)
+		}
+	}
+}
+
+// maxLockTries bounds makeLockedGroup: a sweep removes a new group only
+// in the instant before it is locked, so a second try almost never loses.
+const maxLockTries = 8
+
+// SweepGroups removes the groups under parent whose names start with
+// prefix and whose runner is gone: a runner holds its group's lock while
+// it lives (makeLockedGroup), so a group whose lock can be taken has no
+// runner. A group still holding processes (what an ended job left
+// running) is not empty, and rmdir refuses it until they are gone.
+// Returns how many were removed.
+func SweepGroups(parent, prefix string) int {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		dir := parent + "/" + e.Name()
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil && removeCgroup(dir) == nil {
+			n++
+		}
+		unix.Close(fd)
+	}
+	return n
 }
 
 // parentDir finds the directory under which the job's group is made: the
@@ -362,6 +427,10 @@ func (c *cgroupTracker) Close() error {
 		return err
 	}
 	c.closed = true
+	if c.lockFD >= 0 {
+		unix.Close(c.lockFD)
+		c.lockFD = -1
+	}
 	return nil
 }
 

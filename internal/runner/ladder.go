@@ -5,14 +5,11 @@ package runner
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/proctree"
-	"golang.org/x/sys/unix"
 )
 
 // leftoverWait bounds how long a finished runner waits for the last
@@ -20,9 +17,12 @@ import (
 const leftoverWait = 200 * time.Millisecond
 
 // closeTracker removes the job's cgroup once the job is over. What a job
-// that ended by itself left running (a `nohup cmd &` server) is no longer
-// the job's: it is moved up to the parent group, so the job's group can go
-// and no empty groups pile up over a sandbox's life.
+// that ended by itself left running (a `nohup cmd &` server) stays in the
+// job's group: it is still the job's work (the job's limits still bind
+// it), and it must stay recognisable as a job's — the server refuses API
+// connections made by any job group's process, and moving it to a group of
+// the server's would make it a stranger. The group goes with its last
+// process: the next sweep of any runner of this server removes it then.
 func (r *Runner) closeTracker() {
 	r.rmu.Lock()
 	tr := r.tracker
@@ -36,27 +36,21 @@ func (r *Runner) closeTracker() {
 	r.mu.Unlock()
 	if ended {
 		// Ended on request or at a limit: nothing of the job may outlive
-		// it, and nothing is moved out of its group. The ladder emptied
-		// the tree; whatever appeared since is killed too, for as long as
-		// it takes.
+		// it. The ladder emptied the tree; whatever appeared since is
+		// killed too, for as long as it takes.
 		r.killToEmpty(tr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leftoverWait)
 	err := tr.WaitEmpty(ctx)
 	cancel()
 	if err != nil && path != "" && !ended {
-		if pids, perr := tr.Pids(); perr == nil {
-			parent := filepath.Join(filepath.Dir(path), "cgroup.procs")
-			for _, pid := range pids {
-				_ = os.WriteFile(parent, []byte(strconv.Itoa(pid)), 0)
-			}
-		}
-	}
-	if err := tr.Close(); err != nil {
+		pids, _ := tr.Pids()
+		r.log.Info("the job left processes running: they stay in its cgroup, removed once they are gone", "pids", pids, "cgroup", path)
+	} else if err := tr.Close(); err != nil {
 		r.log.Warn("remove the job's cgroup", "err", err)
 	}
 	if path != "" {
-		sweepCgroups(filepath.Dir(path))
+		proctree.SweepGroups(filepath.Dir(path), groupPrefix(r.serverID))
 	}
 }
 
@@ -75,26 +69,15 @@ func (r *Runner) killToEmpty(tr proctree.Tracker) {
 	}
 }
 
-// sweepCgroups removes empty job cgroups beside ours whose runner is gone
-// (one that was killed never removed its own); a group still in use is not
-// empty, and rmdir refuses it.
-func sweepCgroups(parent string) {
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), "shellctl-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		pidText, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || unix.Kill(pid, 0) == nil {
-			continue
-		}
-		_ = unix.Rmdir(filepath.Join(parent, e.Name()))
-	}
+// noServerID names the groups of a runner that found no server id.
+const noServerID = "noserver"
+
+// groupPrefix starts the names of the job groups of one server's runners.
+func groupPrefix(serverID string) string { return "shellctl-" + serverID + "-" }
+
+// groupName is a job group's name: shellctl-<server id>-<runner pid>-<time>.
+func groupName(serverID string, pid int, now time.Time) string {
+	return groupPrefix(serverID) + strconv.Itoa(pid) + "-" + strconv.FormatInt(now.UnixNano()&0xffffffff, 16)
 }
 
 // terminate runs the ladder once; later calls wait for the same end.

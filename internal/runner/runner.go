@@ -106,6 +106,10 @@ type Runner struct {
 	inputCh      chan []byte
 	iw           inputWait // input-wait (inputwait.go)
 
+	// serverID is our server's identity (statedir.ServerIDFile): it
+	// names the job's cgroup, and the sweep takes only its groups.
+	serverID string
+
 	// the cgroup limits asked of prestart, and what the tracker applied
 	limitOpts proctree.Options
 	limitInfo proctree.Info
@@ -190,6 +194,13 @@ func Main(args []string) int {
 		log.Error("control channel", "err", err)
 		return 1
 	}
+	sid, err := statedir.ReadServerID(stateDir)
+	if err != nil {
+		// A group named after no server is never swept by one: harmless
+		// but for the empty group a killed runner would leave.
+		log.Warn("no server id: the job's cgroup is named without it", "err", err)
+		sid = noServerID
+	}
 	r := &Runner{
 		log:       log,
 		conns:     map[*proto.Conn]struct{}{},
@@ -201,6 +212,7 @@ func Main(args []string) int {
 		mainState: make(chan unix.WaitStatus, 1),
 		cgroupFD:  -1,
 		direct:    startsDirectly(),
+		serverID:  sid,
 	}
 	// SIGCHLD must be watched before the first child exists.
 	sigCh := make(chan os.Signal, 16)
@@ -314,9 +326,10 @@ func showJobID(id string) {
 // cgroup waits for the kernel's RCU machinery, milliseconds that would
 // otherwise sit on the path of every job.
 func (r *Runner) prestart(opts proctree.Options) error {
-	// Unique among live runners by the pid, and against a group left by a
-	// dead runner of the same pid by the time.
-	opts.Name = fmt.Sprintf("shellctl-%d-%x", os.Getpid(), time.Now().UnixNano()&0xffffffff)
+	// Named after our server (so it sweeps only its own runners' groups,
+	// never another server's), unique among its live runners by the pid,
+	// and against a group left by a dead runner of the same pid by the time.
+	opts.Name = groupName(r.serverID, os.Getpid(), time.Now())
 	// NewTracker also makes the runner the child subreaper of everything
 	// its job starts, so orphans of the tree stay visible to it (and are
 	// reaped by it).

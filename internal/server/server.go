@@ -19,6 +19,7 @@ import (
 
 	"github.com/shellctl/shellctl/internal/api"
 	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/jobpeer"
 	"github.com/shellctl/shellctl/internal/jobs"
 	"github.com/shellctl/shellctl/internal/metrics"
 	"github.com/shellctl/shellctl/internal/proctree"
@@ -80,6 +81,15 @@ type Config struct {
 	// without auth (for a scraper on a private network).
 	MetricsListen string
 
+	// Who may be a client (docs/security.md "No job can use the API").
+	// AllowJobClients turns off the refusal of connections opened by
+	// jobs' processes (unsafe). AllowedHosts are Host names answered
+	// besides addresses and localhost; AllowedOrigins the browser
+	// origins allowed (none by default).
+	AllowJobClients bool
+	AllowedHosts    []string
+	AllowedOrigins  []string
+
 	Environ []string // the server's environment
 	Getenv  func(string) string
 	Logger  *slog.Logger
@@ -103,6 +113,7 @@ type Server struct {
 	// metricsHTTP serves --metrics-listen (nil without it).
 	metricsHTTP *http.Server
 	metricsLn   net.Listener
+	hostCheck   api.HostCheck
 }
 
 // Start opens everything and starts listening.
@@ -157,6 +168,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Info("spare threads made: the jobs may take pids the server needs (no group of their own, or none with a pids limit under one of the server's)", "threads", proctree.ServerThreads, "tracking", cg.Mode)
 	}
 	if err := statedir.Prepare(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	// Made before the first runner starts: runners name their job's
+	// cgroup after it (statedir.ServerIDFile).
+	if _, err := statedir.ServerID(cfg.StateDir); err != nil {
 		return nil, err
 	}
 	stateReal, err := statedir.Real(cfg.StateDir)
@@ -255,14 +271,35 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	h.Info = infoFunc(newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started), st)
 	mcpStop := make(chan struct{})
 	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
+	s := &Server{}
+	if !cfg.AllowJobClients {
+		gc := jobpeer.Config{RunnerComm: filepath.Base(cfg.RunnerPath)}
+		if cg.Mode == proctree.KindCgroup2 {
+			gc.CgroupDir, gc.JobGroups = cg.Dir, true
+		} else if own := proctree.ProbeCgroup(false); own.Dir != "" {
+			// No job groups, but the server's own group still tells the
+			// jobs' sockets (made there) from other clients'.
+			gc.CgroupDir = own.Dir
+		}
+		guard := jobpeer.New(gc)
+		ln = &jobGuardListener{Listener: ln, g: guard, log: log}
+		if metricsLn != nil {
+			metricsLn = &jobGuardListener{Listener: metricsLn, g: guard, log: log}
+		}
+	} else {
+		log.Warn("--allow-job-clients: jobs' processes may use the API, and through it leave their confinement")
+	}
+	hosts := api.HostCheck{AllowedHosts: api.NormalizeHosts(cfg.AllowedHosts), AllowedOrigins: api.NormalizeOrigins(cfg.AllowedOrigins)}
+	s.hostCheck = hosts
 	ll := newLimitListener(ln, maxConns)
-	s := &Server{cfg: cfg, st: st, jobs: svc, ln: ll, http: &http.Server{
-		Handler:           trackRequests(h),
+	s.cfg, s.st, s.jobs, s.ln = cfg, st, svc, ll
+	s.http = &http.Server{
+		Handler:           hosts.Wrap(trackRequests(h)),
 		ReadHeaderTimeout: cfg.HeaderReadTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}}
+	}
 	s.http.RegisterOnShutdown(h.StopStreams) // streams end at once; clients resume
 	s.http.RegisterOnShutdown(func() { close(mcpStop) })
 	if cfg.Token == "" {
@@ -356,7 +393,7 @@ func (s *Server) serveMetrics(ln net.Listener, m *metrics.Metrics, log *slog.Log
 	mux.Handle("GET /metrics", m.Handler())
 	s.metricsLn = ln
 	s.metricsHTTP = &http.Server{
-		Handler:           mux,
+		Handler:           s.hostCheck.Wrap(mux),
 		ReadHeaderTimeout: DefaultHeaderReadTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
