@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shellctl/shellctl/internal/proctree"
 )
 
 // Guard decides, once per connection, whether a job opened it.
@@ -129,7 +131,7 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 // process holds is refused in the end (Check).
 func findAmongDescendants(inode uint32) int {
 	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
-	todo := childrenOf(os.Getpid(), nil)
+	todo := proctree.ChildrenOf(os.Getpid(), nil)
 	for n := 0; len(todo) > 0 && n < maxDescendants; n++ {
 		pid := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
@@ -139,7 +141,7 @@ func findAmongDescendants(inode uint32) int {
 		if holds(pid, want) {
 			return pid
 		}
-		todo = childrenOf(pid, todo)
+		todo = proctree.ChildrenOf(pid, todo)
 	}
 	return 0
 }
@@ -147,29 +149,6 @@ func findAmongDescendants(inode uint32) int {
 // maxDescendants bounds the walk of the server's tree (jobs may fork a
 // lot; the walk must not become a job's lever on the server).
 const maxDescendants = 1 << 16
-
-// childrenOf appends pid's children (of all its threads) to out.
-func childrenOf(pid int, out []int) []int {
-	base := "/proc/" + strconv.Itoa(pid) + "/task"
-	d, err := os.Open(base)
-	if err != nil {
-		return out
-	}
-	tids, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, tid := range tids {
-		b, err := os.ReadFile(base + "/" + tid + "/children")
-		if err != nil {
-			continue
-		}
-		for f := range strings.FieldsSeq(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
 
 // byGroup decides from the group the socket was made in, when it can.
 func (g *Guard) byGroup(id uint64) (Verdict, bool) {

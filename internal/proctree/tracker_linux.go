@@ -360,8 +360,10 @@ func readStat(pid int, buf []byte) (procStat, error) {
 	return parseStat(buf[:n])
 }
 
-// childrenOf appends the children of pid (all its threads' children files;
-// needs CONFIG_PROC_CHILDREN, else none are found) to out.
+// ChildrenOf appends the children of pid (all its threads' children
+// files; needs CONFIG_PROC_CHILDREN, else none are found) to out.
+func ChildrenOf(pid int, out []int) []int { return childrenOf(pid, out) }
+
 func childrenOf(pid int, out []int) []int {
 	base := "/proc/" + strconv.Itoa(pid) + "/task"
 	d, err := os.Open(base)
