@@ -341,3 +341,15 @@ func TestDrivePushSkill(t *testing.T) {
 		t.Fatalf("temporary files left: %v", left)
 	}
 }
+
+// A key from the backend that holds terminal sequences is listed escaped:
+// no ESC, BEL or newline reaches the terminal, and the line stays one.
+func TestDriveListEscapesKeys(t *testing.T) {
+	h := newHarness(t)
+	h.stub.SetDrive([]*fakestub.DriveItem{{Key: "evil\x1b]52;c;aGk=\x07\nname.txt", Data: []byte("x"), MimeType: "text/\x1b[2Jplain"}})
+	r := h.run("", "drive", "list")
+	if r.code != 0 || strings.ContainsAny(r.stdout, "\x1b\x07") || strings.Count(r.stdout, "\n") != 1 ||
+		!strings.Contains(r.stdout, `evil\x1b]52;c;aGk=\x07\nname.txt`) || !strings.Contains(r.stdout, `text/\x1b[2Jplain`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

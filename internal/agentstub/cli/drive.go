@@ -72,7 +72,10 @@ per line: <size>\t<mime_type>\t<hash>\t<key>, "-" for a missing value.`,
 				if it.Size != nil {
 					size = fmt.Sprint(*it.Size)
 				}
-				fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", size, orDash(it.MimeType), orDash(it.Hash), it.Key)
+				// Fields from the backend, escaped: a key holding ESC or a
+				// newline must not reach the terminal as it is, nor split
+				// the line (escape.go).
+				fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", size, escapeUnsafe(orDash(it.MimeType)), escapeUnsafe(orDash(it.Hash)), escapeUnsafe(it.Key))
 			}
 			_, err = io.WriteString(a.stdout, b.String())
 			return err

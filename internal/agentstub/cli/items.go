@@ -128,7 +128,7 @@ func (a *app) report(cmd *cobra.Command, what string, results []itemResult) erro
 		if r.Error != nil {
 			fs = append(fs, &failure{What: what + " " + r.Name, Code: r.Error.Code, Message: r.Error.Message})
 		} else if !asJSON {
-			fmt.Fprintln(a.stdout, r.done)
+			fmt.Fprintln(a.stdout, escapeUnsafe(r.done)) // names from the backend: escape.go
 		}
 	}
 	if asJSON {
