@@ -1,6 +1,6 @@
 package e2e
 
-// The screen of pty jobs (README "Screen and keys"): real full-screen
+// The screen of pty jobs (docs/api.md "Screen and keys"): real full-screen
 // programs (less, a curses menu, vim) driven by keys, compared with what
 // tmux shows for the same program and size.
 
@@ -384,7 +384,7 @@ func TestScreenErrorsAndLastScreen(t *testing.T) {
 		wantError(t, "keys "+string(mustJSON(c.body)), st, raw, err, 422, "validation_error")
 		var e struct{ Error struct{ Message string } }
 		_ = json.Unmarshal(raw, &e)
-		if msg := e.Error.Message; !strings.Contains(msg, c.want) || (strings.Contains(c.want, "keys[") && !strings.Contains(msg, "README")) {
+		if msg := e.Error.Message; !strings.Contains(msg, c.want) || (strings.Contains(c.want, "keys[") && !strings.Contains(msg, "docs/api.md")) {
 			t.Errorf("keys %s: %s, want it to say %q and where the names are", mustJSON(c.body), raw, c.want)
 		}
 	}

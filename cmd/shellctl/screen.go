@@ -2,7 +2,7 @@ package main
 
 // The screen verbs: screen prints what a pty job's terminal shows, keys
 // types keys on it and prints the screen once the program has settled
-// (README "Screen and keys").
+// (docs/api.md "Screen and keys").
 
 import (
 	"fmt"
@@ -69,7 +69,7 @@ func keysCmd(cf *clientFlags) *cobra.Command {
 shellctl screen does) once the program has settled: it reads its terminal
 again, or has been quiet for --quiet, at the latest after --timeout. Each KEY
 is a key name (Enter, Escape, Tab, Up, Down, PageDown, F5, C-c, M-b …; the
-names are case-sensitive, see the README's "Screen and keys") or literal text
+names are case-sensitive, see docs/api.md, "Screen and keys") or literal text
 (":wq", "q", "hello world").
 
   shellctl keys "$id" Escape :wq Enter

@@ -1,6 +1,6 @@
 package api
 
-// The screen routes (README "Screen and keys"): GET /v1/jobs/{id}/screen
+// The screen routes (docs/api.md "Screen and keys"): GET /v1/jobs/{id}/screen
 // and POST /v1/jobs/{id}/keys.
 
 import (
@@ -60,7 +60,7 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if b.Keys == nil {
-		validation(w, "keys is required: a list of key names and text, such as [\"Down\", \"Enter\", \":wq\"] (names: see the README's \"Screen and keys\" section)")
+		validation(w, "keys is required: a list of key names and text, such as [\"Down\", \"Enter\", \":wq\"] (names: see docs/api.md, \"Screen and keys\")")
 		return
 	}
 	if len(*b.Keys) > maxKeys {

@@ -1,6 +1,6 @@
 package client
 
-// The screen routes (README "Screen and keys").
+// The screen routes (docs/api.md "Screen and keys").
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 package jobs
 
-// The screen of a pty job (README "Screen and keys"): asked of its runner
+// The screen of a pty job (docs/api.md "Screen and keys"): asked of its runner
 // while there is one, read from the job's screen.json after.
 
 import (

@@ -70,7 +70,7 @@ type Jobs interface {
 	// object as the API answers it.
 	Record(ctx context.Context, id string) (json.RawMessage, error)
 	// Screen is what a pty job's terminal shows, with up to scrollback
-	// earlier rows (README "Screen and keys").
+	// earlier rows (docs/api.md "Screen and keys").
 	Screen(ctx context.Context, id string, scrollback int) (*client.Screen, error)
 	// Keys types keys on a running pty job's terminal and returns its
 	// screen once the program has settled.

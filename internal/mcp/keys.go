@@ -8,7 +8,7 @@ import (
 	"github.com/shellctl/shellctl/internal/screen"
 )
 
-// Named keys are the screen routes' (internal/screen, README "Screen and
+// Named keys are the screen routes' (internal/screen, docs/api.md "Screen and
 // keys"): the same names drive POST /v1/jobs/{id}/keys. Here they are sent
 // through input, as a terminal in normal cursor mode sends them. A model
 // is forgiven the case of a name and a few spellings of Ctrl and Alt, but

@@ -2,7 +2,7 @@ package mcp
 
 // The screen tools: shell_screen reads what a pty job's terminal shows,
 // shell_keys types keys on it and answers the screen once the program has
-// settled (README "Screen and keys"; the routes /v1/jobs/{id}/screen and
+// settled (docs/api.md "Screen and keys"; the routes /v1/jobs/{id}/screen and
 // /v1/jobs/{id}/keys).
 
 import (

@@ -6,7 +6,7 @@ import (
 )
 
 // KeyNames is where the key names are documented for a client.
-const KeyNames = "the README's \"Screen and keys\" section"
+const KeyNames = "docs/api.md, \"Screen and keys\""
 
 // named are the keys with a name (tmux's names and a few aliases), as an
 // xterm sends them; the cursor keys, Home and End are in cursorKeys.

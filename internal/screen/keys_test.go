@@ -54,7 +54,7 @@ func TestKeysRejected(t *testing.T) {
 			t.Errorf("%q: error %v, want a KeyError", c.keys, err)
 			continue
 		}
-		if ke.Index != c.index || !strings.Contains(err.Error(), "README") {
+		if ke.Index != c.index || !strings.Contains(err.Error(), "docs/api.md") {
 			t.Errorf("%q: %v (index %d, want %d)", c.keys, err, ke.Index, c.index)
 		}
 	}
