@@ -73,9 +73,18 @@ func (s *Service) awaitRunnerReaped(id string) {
 	if err != nil || row.RunnerPID <= 0 {
 		return
 	}
-	deadline := time.Now().Add(lostKillWait)
-	for s.isRunner(row.RunnerPID) && time.Now().Before(deadline) {
-		time.Sleep(lostRecheck)
+	s.procMu.Lock()
+	reaped, ok := s.runners[row.RunnerPID]
+	s.procMu.Unlock()
+	if !ok {
+		return
+	}
+	t := time.NewTimer(lostKillWait)
+	defer t.Stop()
+	select {
+	case <-reaped:
+	case <-t.C:
+	case <-s.stop:
 	}
 }
 
@@ -279,7 +288,7 @@ func (s *Service) keepLeftovers() {
 	defer s.procMu.Unlock()
 	now := map[int]bool{}
 	for _, c := range kids {
-		if !s.runners[c] {
+		if _, ours := s.runners[c]; !ours {
 			now[c] = true
 		}
 	}
@@ -311,7 +320,8 @@ func (s *Service) isKept(pid int) bool {
 func (s *Service) isRunner(pid int) bool {
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
-	return s.runners[pid]
+	_, ok := s.runners[pid]
+	return ok
 }
 
 // childrenOf lists pid's children from /proc/<pid>/task/*/children (every

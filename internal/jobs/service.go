@@ -114,8 +114,9 @@ type Service struct {
 	// reads go on meanwhile.
 	procMu sync.Mutex
 	// runners are the pids of the runners this server started and still
-	// waits for (the reaper hands their exit to spawn's goroutine).
-	runners map[int]bool
+	// waits for (the reaper hands their exit to spawn's goroutine), each
+	// with a channel closed once that runner is reaped.
+	runners map[int]chan struct{}
 	// kept are adopted processes that jobs left running when they ended
 	// by themselves: ending a lost job never kills them.
 	kept map[int]bool
@@ -188,7 +189,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Service, error) {
 			wsNames = append(wsNames, g)
 		}
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, stateChain: stateChain, homeNames: homeNames, wsNames: wsNames, live: map[string]*job{}, runners: map[int]bool{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 0)),
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger, sd: sd, stateReal: stateReal, stateChain: stateChain, homeNames: homeNames, wsNames: wsNames, live: map[string]*job{}, runners: map[int]chan struct{}{}, stop: make(chan struct{}), pool: make(chan *idleRunner, max(cfg.WarmRunners-1, 0)),
 		readyDirs: make(chan readyDir, readyDirCount), runningDelay: runningRecordDelay, limitsJSON: limitsJSON(cfg), leftovers: make(chan struct{}, 1),
 		refillGates: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
 	// Directories made ahead by a previous server and never used.
@@ -836,7 +837,8 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.RunnerPath, err)
 	}
 	pid := cmd.Process.Pid // Release below clears it
-	s.runners[pid] = true
+	reaped := make(chan struct{})
+	s.runners[pid] = reaped
 	s.procMu.Unlock()
 	go func() {
 		ex := <-exited
@@ -844,6 +846,7 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 		s.procMu.Lock()
 		delete(s.runners, ex.Pid)
 		s.procMu.Unlock()
+		close(reaped)
 		if ex.Status.Exited() && ex.Status.ExitStatus() == 0 {
 			// A runner that left cleanly: what it leaves us is kept.
 			select {
