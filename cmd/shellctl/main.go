@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -64,7 +65,11 @@ func run(args []string) int {
 		return je.code
 	}
 	if cmd != nil && isServe(cmd) {
-		fmt.Fprintln(os.Stderr, "shellctl:", err)
+		if serveLogJSON {
+			slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error(err.Error())
+		} else {
+			fmt.Fprintln(os.Stderr, "shellctl:", err)
+		}
 		var ue *usageError
 		if errors.As(err, &ue) || isFlagError(err) {
 			return 2
