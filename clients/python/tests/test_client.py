@@ -273,5 +273,23 @@ class Package(unittest.TestCase):
                     self.assertIn(top, sys.stdlib_module_names, f"{name} imports {top}, not in the standard library")
 
 
+
+class Readme(unittest.TestCase):
+    def test_example_runs_as_written(self) -> None:
+        import re
+        import subprocess
+
+        pkg = os.path.join(os.path.dirname(__file__), "..")
+        with open(os.path.join(pkg, "README.md")) as f:
+            m = re.search(r"## Example.*?```python\n(.*?)```", f.read(), re.S)
+        self.assertIsNotNone(m, "README.md has a python block under ## Example")
+        env = dict(os.environ, SHELLCTL_URL=srv.url, SHELLCTL_TOKEN=srv.token, PYTHONPATH=os.path.abspath(pkg))
+        out = subprocess.run(
+            [sys.executable, "-B", "-c", m.group(1)], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+        )
+        self.assertEqual(out.returncode, 0, out.stderr.decode())
+        self.assertEqual(out.stdout.decode(), "line 1\nline 2\nline 3\nexit 0\n")
+
+
 if __name__ == "__main__":
     unittest.main()

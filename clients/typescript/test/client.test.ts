@@ -232,3 +232,20 @@ test("snapshot save and restore of Home", async () => {
   assert.ok(existsSync(file));
   assert.equal(readFileSync(file, "utf8"), "kept across a restore\n");
 });
+
+test("the README's example runs as written", async () => {
+  const pkg = path.join(repoRoot, "clients", "typescript");
+  const readme = readFileSync(path.join(pkg, "README.md"), "utf8");
+  const m = /## Example[\s\S]*?```js\n([\s\S]*?)```/.exec(readme);
+  assert.ok(m, "README.md has a js block under ## Example");
+  // Inside the package, so its import of @shellctl/client resolves to it.
+  const file = path.join(pkg, "dist", "readme-example.mjs");
+  writeFileSync(file, m[1]);
+  const { execFile } = await import("node:child_process");
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(process.execPath, [file], { env: { ...process.env, SHELLCTL_URL: srv.url, SHELLCTL_TOKEN: srv.token } }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout),
+    ),
+  );
+  assert.equal(out, "line 1\nline 2\nline 3\nexit 0\n");
+});
