@@ -18,7 +18,11 @@ type job struct {
 	id   string
 	dir  string
 	mode string
-	key  string // the runner's control key
+	// stdin: StdinPipe for a stdio job with a stdin pipe (pipes.go), ""
+	// otherwise; stdinClosed (under mu) once eof was sent.
+	stdin       string
+	stdinClosed bool
+	key         string // the runner's control key
 	// pid and cgroup: the job's process (it leads its group and session)
 	// and cgroup, as its runner reported them: how a lost job is ended.
 	pid    int

@@ -106,6 +106,13 @@ type Runner struct {
 	inputCh      chan []byte
 	iw           inputWait // input-wait (inputwait.go)
 
+	// stdio jobs with a stdin pipe (stdin.go): the runner's end (nil once
+	// closed) and whether the job's main process ended, under mu; the
+	// writer's queue.
+	stdinW     *os.File
+	stdinEnded bool
+	stdinCh    chan stdinReq
+
 	// serverID is our server's identity (statedir.ServerIDFile): it
 	// names the job's cgroup, and the sweep takes only its groups.
 	serverID string
