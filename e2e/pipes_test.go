@@ -365,3 +365,44 @@ func TestPTYInputEOFIsControlD(t *testing.T) {
 		t.Fatalf("pty cat after line and eof: %s code %d output %q", end.Status, code(end), out)
 	}
 }
+
+// shellctl run -i with a stdio job: stdin piped to the job byte for
+// byte, its end the job's end of file (docker run -i); without -i the
+// job's stdin is empty and shellctl says yours was not sent.
+func TestCLIRunInteractiveStdio(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	if r := cli(t, s, dir, "b\na\n", "run", "-i", "--stdio", "sort"); r.code != 0 || r.stdout != "a\nb\n" || r.stderr != "" {
+		t.Errorf("printf 'b\\na\\n' | shellctl run -i --stdio sort: %v", r)
+	}
+	if r := cli(t, s, dir, "1\n2\n3\n", "run", "-i", "--mode", "stdio", "wc -l"); r.code != 0 || strings.TrimSpace(r.stdout) != "3" {
+		t.Errorf("seq 3 | shellctl run -i --mode stdio 'wc -l': %v", r)
+	}
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	if r := cli(t, s, dir, string(all), "run", "-i", "--stdio", "cat"); r.code != 0 || r.stdout != string(all) {
+		t.Errorf("bytes 0..255 through run -i --stdio cat: %v", r)
+	}
+	// More than a pipe and a request hold: sent in pieces, none lost.
+	big := strings.Repeat("0123456789abcde\n", 3<<16) // 3 MiB
+	if r := cli(t, s, dir, big, "run", "-i", "--stdio", "cat | wc -c"); r.code != 0 || strings.TrimSpace(r.stdout) != "3145728" {
+		t.Errorf("3 MiB through run -i --stdio: %v", r)
+	}
+	// The job's exit code is shellctl's, with its stdin still open.
+	if r := cli(t, s, dir, "x\n", "run", "-i", "--stdio", "read -r l; exit 7"); r.code != 7 {
+		t.Errorf("run -i --stdio of a job that exits 7: %v", r)
+	}
+	// Without -i: not forwarded (docker's rule), and said so.
+	r := cli(t, s, dir, "1\n2\n3\n", "run", "--stdio", "wc -l")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "0" || !strings.Contains(r.stderr, "run passes stdin only with -i") {
+		t.Errorf("seq 3 | shellctl run --stdio 'wc -l' (no -i): %v, want 0 lines and the hint", r)
+	}
+	if r := cli(t, s, dir, "", "run", "--stdio", "true"); r.code != 0 || r.stderr != "" {
+		t.Errorf("run without -i and an empty stdin: %v, want no hint", r)
+	}
+	if r := cli(t, s, dir, "", "run", "-i", "-d", "--stdio", "cat"); r.code != 125 || !strings.Contains(r.stderr, "-i with --mode stdio") {
+		t.Errorf("run -i -d --stdio: %v, want a usage error", r)
+	}
+}

@@ -281,9 +281,10 @@ type inputBody struct {
 	waitFields
 	// pipes.go: the input as base64 instead of text; eof closes a stdin
 	// pipe after it.
-	Base64 *string `json:"base64"`
-	EOF    *bool   `json:"eof"`
-	text   int     // bigAbsent, bigString, bigNull
+	Base64       *string  `json:"base64"`
+	EOF          *bool    `json:"eof"`
+	WriteTimeout *float64 `json:"write_timeout"`
+	text         int      // bigAbsent, bigString, bigNull
 }
 
 func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
@@ -310,6 +311,11 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	eof := b.EOF != nil && *b.EOF
+	wp := b.params(defaultInputTimeout, false)
+	if b.WriteTimeout != nil {
+		t := max(capSeconds(*b.WriteTimeout, maxTimeout), 0)
+		wp.WriteTimeout = &t
+	}
 	sent := func() {
 		text.b = nil
 		release()
@@ -318,12 +324,12 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	var err error
 	if key != "" {
 		var replayed bool
-		res, replayed, err = s.Jobs.InputIdempotent(r.Context(), id, key, data, eof, b.params(defaultInputTimeout, false), sent)
+		res, replayed, err = s.Jobs.InputIdempotent(r.Context(), id, key, data, eof, wp, sent)
 		if replayed {
 			w.Header().Set(ReplayHeader, "true")
 		}
 	} else {
-		res, err = s.Jobs.Input(r.Context(), id, data, eof, b.params(defaultInputTimeout, false), sent)
+		res, err = s.Jobs.Input(r.Context(), id, data, eof, wp, sent)
 	}
 	if err != nil {
 		if writeBackpressure(w, err) {

@@ -5,6 +5,7 @@ package client
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 )
@@ -33,4 +34,28 @@ func (c *Client) CloseInput(ctx context.Context, id string, r WaitRequest) (*Job
 	}{true, r}
 	var out JobResult
 	return &out, c.call(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/input", body, &out)
+}
+
+// PipeInput writes data to job id's stdin pipe, closing it after when
+// eof, waiting at most writeTimeout seconds for a job that does not read,
+// and answers at once after (no wait for output). taken is how much of
+// data the pipe took: all of it, or less with an *Error whose Code is
+// "input_backpressure".
+func (c *Client) PipeInput(ctx context.Context, id string, data []byte, eof bool, writeTimeout float64) (taken int64, err error) {
+	zero := 0.0
+	body := struct {
+		Base64       string  `json:"base64"`
+		EOF          bool    `json:"eof,omitempty"`
+		WriteTimeout float64 `json:"write_timeout"`
+		WaitRequest
+	}{base64.StdEncoding.EncodeToString(data), eof, writeTimeout, WaitRequest{Timeout: &zero, OutputLimit: 1}}
+	var out JobResult
+	if err := c.call(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/input", body, &out); err != nil {
+		var ae *Error
+		if errors.As(err, &ae) {
+			return ae.Taken, err
+		}
+		return 0, err
+	}
+	return int64(len(data)), nil
 }

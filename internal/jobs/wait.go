@@ -25,6 +25,11 @@ type WaitParams struct {
 	// ReturnOnInputWait: answer as soon as the job waits for input
 	// (input-wait, pty jobs), not only after Idle of silence.
 	ReturnOnInputWait bool
+	// WriteTimeout (input to a stdin pipe, pipes.go), when set: how long
+	// the write waits for a job that does not read, apart from Timeout,
+	// which then bounds the wait for output alone. Unset: the write has
+	// Timeout, and the wait what is left of it.
+	WriteTimeout *time.Duration
 }
 
 // Result is a JobResult.
@@ -304,7 +309,11 @@ func (s *Service) input(ctx context.Context, id string, text []byte, eof bool, w
 		}
 	}
 	began := time.Now()
-	if taken, err := s.sendInput(ctx, j, text, eof, wp.Timeout); err != nil {
+	write := wp.Timeout
+	if wp.WriteTimeout != nil {
+		write = *wp.WriteTimeout
+	}
+	if taken, err := s.sendInput(ctx, j, text, eof, write); err != nil {
 		// An input of which some bytes were taken cannot be sent again
 		// whole: its key stays, and a repeat is answered as sent.
 		if h.unmark != nil && taken == 0 {
@@ -313,7 +322,7 @@ func (s *Service) input(ctx context.Context, id string, text []byte, eof bool, w
 		return nil, err
 	}
 	finish()
-	if j.stdin == StdinPipe {
+	if j.stdin == StdinPipe && wp.WriteTimeout == nil {
 		wp.Timeout = max(wp.Timeout-time.Since(began), 0)
 	}
 	return s.wait(ctx, j, wp)
