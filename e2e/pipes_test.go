@@ -333,7 +333,8 @@ func TestPipeSurvivesAServerRestart(t *testing.T) {
 	s.restart(syscall.SIGKILL)
 	in, err := s.c.InputBytes(ctx(t), res.JobID, []byte("after\n"), true, client.WaitRequest{Offset: off, Timeout: f64(30)})
 	if err != nil {
-		t.Fatalf("input after a restart: %v", err)
+		rec, _ := s.c.RecordJSON(ctx(t), res.JobID)
+		t.Fatalf("input after a restart: %v\nrecord: %s", err, rec)
 	}
 	end, rest := in, in.Output
 	if !in.Done {

@@ -403,6 +403,16 @@ func (s *Service) call(ctx context.Context, j *job, m *proto.Msg, untilEnd bool)
 			changed = j.changed
 			j.mu.Unlock()
 			if ended {
+				// An answer that came before the end is still the
+				// answer: acks and the exit come in order on one
+				// channel, and a runner acks what it did before it
+				// publishes the exit (a stdin pipe's eof that ended
+				// the job did take its bytes).
+				select {
+				case a := <-ch:
+					return a, nil
+				default:
+				}
 				forget()
 				return nil, fmt.Errorf("job %s: %w", j.id, ErrNotRunning)
 			}

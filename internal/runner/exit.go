@@ -53,7 +53,7 @@ func (r *Runner) waitAndFinish() {
 	// No input reaches a job whose process ended; what it left running
 	// reads end of file on the stdin pipe (stdin.go), as from a closed
 	// terminal, instead of holding it open with no writer to come.
-	r.closeStdin(true)
+	r.endStdin()
 	code, sig := exitOf(ws)
 	r.releaseForeground()
 	r.drain()

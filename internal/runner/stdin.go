@@ -64,15 +64,24 @@ func (r *Runner) openStdinPipe() (jobEnd *os.File, err error) {
 	r.mu.Lock()
 	r.stdinW = wr
 	r.mu.Unlock()
-	r.stdinCh = make(chan stdinReq, stdinQueue)
 	return rd, nil
 }
 
-// startStdinWriter starts the goroutine that writes queued input to the
-// pipe, once the job runs.
-func (r *Runner) startStdinWriter() {
-	if r.stdinCh != nil {
+// prepareStdin readies the input queue of a job that will have a stdin
+// pipe, as soon as the job is assigned: input may come while the job is
+// still starting, and waits in the queue until the pipe is there.
+func (r *Runner) prepareStdin() {
+	if r.spec.Mode == "stdio" && r.spec.Stdin == StdinPipe {
+		r.stdinCh = make(chan stdinReq, stdinQueue)
+		r.stdinReady = make(chan struct{})
 		go r.writeStdin()
+	}
+}
+
+// startStdinWriter lets the writer at the pipe, once the job runs.
+func (r *Runner) startStdinWriter() {
+	if r.stdinReady != nil {
+		close(r.stdinReady)
 	}
 }
 
@@ -98,11 +107,17 @@ func (r *Runner) queueStdin(c *proto.Conn, m *proto.Msg) (why string, ok bool) {
 // writeStdin answers queued input requests in order until the job ends;
 // those left then are answered job_not_running.
 func (r *Runner) writeStdin() {
+	select {
+	case <-r.stdinReady:
+	case <-r.done: // the job never started
+	}
 	for {
 		select {
 		case q := <-r.stdinCh:
+			r.stdinBusy.Lock()
 			n, why := r.stdinWrite(q)
 			q.c.Send(&proto.Msg{T: proto.TAck, ID: q.id, Err: why, Taken: int64(n)})
+			r.stdinBusy.Unlock()
 		case <-r.done:
 			for {
 				select {
@@ -191,6 +206,16 @@ func writeNow(w *os.File, b []byte) (int, error) {
 		return n, cerr
 	}
 	return n, werr
+}
+
+// endStdin is closeStdin at the end of the job's main process, and
+// waits until an input being written is answered: its ack goes out before
+// the exit does, so the server hears what the pipe took (an eof that
+// ended the job, say) rather than only that the job ended.
+func (r *Runner) endStdin() {
+	r.closeStdin(true)
+	r.stdinBusy.Lock()
+	r.stdinBusy.Unlock()
 }
 
 // closeStdin closes the runner's end of the pipe: the job reads end of
