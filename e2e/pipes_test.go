@@ -71,9 +71,16 @@ func stdinOf(t *testing.T, s *server, id string) string {
 }
 
 // Every byte value, through base64, into cat and back out, exactly; eof
-// ends cat.
+// ends cat. Both ways a job starts: directly, and through a stage.
 func TestPipeBytesRoundTripThroughCat(t *testing.T) {
-	s := startServer(t, serverOpts{})
+	for _, start := range []string{"direct", "stage"} {
+		t.Run(start, func(t *testing.T) {
+			pipeBytesRoundTrip(t, startServer(t, serverOpts{args: []string{"--job-start", start}}))
+		})
+	}
+}
+
+func pipeBytesRoundTrip(t *testing.T, s *server) {
 	res := runPipe(t, s, "cat")
 	if got := stdinOf(t, s, res.JobID); got != "pipe" {
 		t.Fatalf("record stdin of a job with an open pipe = %q, want pipe", got)
