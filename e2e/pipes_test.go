@@ -410,7 +410,18 @@ func TestCLIRunInteractiveStdio(t *testing.T) {
 	if r := cli(t, s, dir, "", "run", "--stdio", "true"); r.code != 0 || r.stderr != "" {
 		t.Errorf("run without -i and an empty stdin: %v, want no hint", r)
 	}
-	if r := cli(t, s, dir, "", "run", "-i", "-d", "--stdio", "cat"); r.code != 125 || !strings.Contains(r.stderr, "-i with --mode stdio") {
-		t.Errorf("run -i -d --stdio: %v, want a usage error", r)
+	if r := cli(t, s, dir, "", "run", "-i", "--stdio", "-"); r.code != 125 || !strings.Contains(r.stderr, "-i with --mode stdio") {
+		t.Errorf("run -i --stdio -: %v, want a usage error", r)
+	}
+	// -di (docker's): the pipe stays open for input, --eof closes it.
+	id := strings.TrimSpace(cli(t, s, dir, "", "run", "-di", "--stdio", "cat").stdout)
+	if r := cli(t, s, dir, "", "input", id, "kept open\n"); r.code != 0 || r.stdout != "kept open\n" {
+		t.Errorf("input to a run -di --stdio job: %v", r)
+	}
+	if r := cli(t, s, dir, "", "input", "--eof", id); r.code != 0 {
+		t.Errorf("input --eof: %v", r)
+	}
+	if r := cli(t, s, dir, "", "wait", id); r.code != 0 || strings.TrimSpace(r.stdout) != "0" {
+		t.Errorf("wait after input --eof: %v, want cat ended 0", r)
 	}
 }

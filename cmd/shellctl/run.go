@@ -43,8 +43,9 @@ Either way shellctl exits with the job's code. -d starts the job and prints its 
 Ctrl-P Ctrl-Q detaches). -t asks for a terminal: a pty job, the default; -it is
 -i with it, as in docker. With --mode stdio (--stdio), -i keeps your stdin open
 and pipes it to the job's stdin byte for byte; its end is the job's end of file
-(printf 'a\nb\n' | shellctl run -i --stdio sort). Without -i the job's stdin is
-empty and yours is not read, as in docker: shellctl says so when yours had data.
+(printf 'a\nb\n' | shellctl run -i --stdio sort). -di keeps the pipe open for
+shellctl input (input --eof closes it). Without -i the job's stdin is empty and
+yours is not read, as in docker: shellctl says so when yours had data.
 -e NAME=VALUE sets a variable; -e NAME passes your own value of NAME (left out
 when you have none).
 Exit 125: shellctl itself failed (no server, a refused request, a job that could
@@ -71,7 +72,11 @@ not start).`,
 			if tty && req.Mode == "" {
 				req.Mode = "pty"
 			}
-			if script == "-" {
+			fromStdin := script == "-"
+			if fromStdin && interactive && req.Mode == "stdio" {
+				return &usageError{"-i with --mode stdio pipes your stdin to the job: not with a script read from stdin (-)"}
+			}
+			if fromStdin {
 				b, err := io.ReadAll(os.Stdin)
 				if err != nil {
 					return fmt.Errorf("reading the script from stdin: %w", err)
@@ -97,13 +102,12 @@ not start).`,
 			var keys []byte
 			pipeIn := interactive && req.Mode == "stdio" // runpipe.go
 			if pipeIn {
-				if detach || script == "-" {
-					return &usageError{"-i with --mode stdio pipes your stdin to the job as it runs: not with -d, nor with a script read from stdin (-)"}
-				}
+				// With -d, as docker run -di: the pipe stays open for
+				// shellctl input (--eof closes it).
 				req.Stdin = "pipe"
 			}
 			if interactive && !pipeIn {
-				if detach || script == "-" {
+				if detach || fromStdin {
 					return &usageError{"-i needs a job that runs attached: not with -d or a script from stdin"}
 				}
 				var err error
@@ -151,7 +155,7 @@ not start).`,
 				// too): inspect and logs take it.
 				return startFailure(ctx, c, res.JobID)
 			}
-			if pipeIn {
+			if pipeIn && !detach {
 				go func() {
 					if err := pipeStdin(ctx, c, res.JobID, os.Stdin); err != nil {
 						fmt.Fprintln(os.Stderr, "shellctl:", explain(err))
@@ -161,7 +165,7 @@ not start).`,
 				return attachPTY(ctx, c, res.JobID, 0, keys)
 			}
 			err = followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
-			if !pipeIn && script != "-" {
+			if !pipeIn && !fromStdin {
 				unsentStdinHint()
 			}
 			return err
