@@ -845,8 +845,8 @@ func TestCLIReadmeExamples(t *testing.T) {
 	}
 	got := out.String()
 	for _, re := range []string{
-		`(?m)^tests pass in /\S+/tmp\.\w+$`, // make ran where the example cd'd
-		`(?m)^out$`, `(?m)^the job exited 3$`,
+		`(?m)^tests pass in /\S+/tmp\.\w+$`,                 // make ran where the example cd'd
+		`(?m)^out$`, `(?m)^a\nb$`, `(?m)^the job exited 3$`, // a b: sort fed by run -i --stdio
 		`(?m)^ID +STATUS +EXIT +MODE +AGE +COMMAND$`,
 		`(?m)^tick 1\ntick 2\ntick 3\n0\n\{`, // logs -f, then wait's 0, then the record
 		`hi ada`, `(?m)^ended by SIGINT: 130$`,
@@ -903,7 +903,8 @@ func TestCLITerminalRunInteractive(t *testing.T) {
 	if r := cli(t, s, dir, "ada\n", "run", "-i", `read -r n; echo "hi $n"`); r.code != 0 || !strings.Contains(r.stdout, "hi ada") {
 		t.Errorf("run -i with a pipe: %v", r)
 	}
-	if r := cli(t, s, dir, "", "run", "-i", "--mode", "stdio", "true"); r.code != 125 {
+	// With a stdio job -i pipes stdin to it (TestCLIRunInteractiveStdio).
+	if r := cli(t, s, dir, "", "run", "-i", "--mode", "stdio", "true"); r.code != 0 {
 		t.Errorf("run -i --mode stdio: %v", r)
 	}
 }

@@ -161,6 +161,8 @@ type mcpReport struct {
 		} `json:"long"`
 		IntRun, IntSignal, IntTerminate mcpResult
 		CtrlcRun, Ctrlc                 mcpResult
+		PipeRun, PipeInput, PipeEOF     mcpResult
+		PipeStatus                      mcpResult
 		BadCwd, UnknownJob, BadKey      mcpResult
 		List                            mcpResult
 		// The screen tools on less.
@@ -310,6 +312,31 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 		t.Errorf("C-c to sleep: %+v, want the job ended", a)
 	}
 
+	// A stdin pipe: shell_run's stdin, shell_input's text and eof.
+	for _, tl := range rep.Tools {
+		if tl.Name == "shell_run" && !slices.Contains(tl.Properties, "stdin") {
+			t.Errorf("shell_run's properties %v have no stdin", tl.Properties)
+		}
+		if tl.Name == "shell_input" && !slices.Contains(tl.Properties, "eof") {
+			t.Errorf("shell_input's properties %v have no eof", tl.Properties)
+		}
+	}
+	if a := st.PipeRun.answer(t, "shell_run stdin pipe"); a.Done {
+		t.Errorf("cat with a stdin pipe ended before any input: %+v", a)
+	}
+	if a := st.PipeInput.answer(t, "shell_input to a pipe"); a.Output != "through the pipe\n" || a.Done {
+		t.Errorf("shell_input to cat's pipe: %+v, want its line back and cat still running", a)
+	}
+	if a := st.PipeEOF.answer(t, "shell_input eof"); !a.Done || a.ExitCode == nil || *a.ExitCode != 0 {
+		t.Errorf("shell_input eof to cat: %+v, want cat ended with 0", a)
+	}
+	var ps struct {
+		Stdin string `json:"stdin"`
+	}
+	if err := json.Unmarshal(st.PipeStatus.Data, &ps); err != nil || ps.Stdin != "closed" {
+		t.Errorf("shell_status of the pipe job after eof: stdin %q (%v), want closed: %s", ps.Stdin, err, st.PipeStatus.Data)
+	}
+
 	// Tool errors.
 	for name, r := range map[string]struct {
 		res  mcpResult
@@ -341,16 +368,16 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 	for _, j := range list.Jobs {
 		ids[j.JobID] = j.Status
 	}
-	if len(list.Jobs) != 5 || ids[run.JobID] != "exited" || ids[first.JobID] != "exited" {
-		t.Errorf("shell_list: %s, want the 5 jobs of the session", st.List.Data)
+	if len(list.Jobs) != 6 || ids[run.JobID] != "exited" || ids[first.JobID] != "exited" {
+		t.Errorf("shell_list: %s, want the 6 jobs of the session", st.List.Data)
 	}
 	// The server ran exactly those jobs.
 	all, err := s.c.List(context.Background(), "", 50)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 5+mcpTimedRuns {
-		t.Errorf("the server ran %d jobs, want %d", len(all), 5+mcpTimedRuns)
+	if len(all) != 6+mcpTimedRuns {
+		t.Errorf("the server ran %d jobs, want %d", len(all), 6+mcpTimedRuns)
 	}
 	for _, j := range all[mcpTimedRuns:] { // newest first: the timed runs came last
 		if _, ok := ids[j.JobID]; !ok {

@@ -16,7 +16,7 @@ import (
 	"github.com/shellctl/shellctl/internal/client"
 )
 
-var recordKeys = []string{"job_id", "status", "done", "exit_code", "signal", "reason", "message", "mode", "cwd", "home",
+var recordKeys = []string{"job_id", "status", "done", "exit_code", "signal", "reason", "message", "mode", "stdin", "cwd", "home",
 	"terminal", "session_id", "env_names", "created_at", "started_at", "ended_at", "output_bytes", "stderr_bytes",
 	"output_complete", "input_wait", "screen_available", "pid", "pgid", "isolation", "limits", "usage", "idempotency_key"}
 

@@ -54,16 +54,36 @@ when the job has none: it never started or its runner was lost).`,
 func inputCmd(cf *clientFlags) *cobra.Command {
 	var offset int64
 	var timeout float64
+	var eof bool
 	c := &cobra.Command{
-		Use:   "input JOB_ID TEXT",
-		Short: "Send text to a job's terminal and print the output that follows (no newline is added: use $'...\\n')",
-		Args:  cobra.ExactArgs(2),
+		Use:   "input [--eof] JOB_ID TEXT",
+		Short: "Send text to a job's terminal or stdin pipe and print the output that follows (no newline is added: use $'...\\n')",
+		Long: `Send TEXT to a job's terminal (a pty job) or to the stdin pipe of a stdio job run
+with one (shellctl run -i --stdio, or "stdin":"pipe"), then print the output that
+follows. --eof closes the stdin pipe after TEXT (TEXT may then be left out); for a
+pty job it sends the terminal's EOF character, Ctrl-D.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if eof {
+				return cobra.RangeArgs(1, 2)(cmd, args)
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			res, err := c.Input(cmd.Context(), args[0], args[1], client.WaitRequest{Offset: offset, Timeout: &timeout})
+			text := ""
+			if len(args) == 2 {
+				text = args[1]
+			}
+			wr := client.WaitRequest{Offset: offset, Timeout: &timeout}
+			var res *client.JobResult
+			if eof {
+				res, err = c.InputBytes(cmd.Context(), args[0], []byte(text), true, wr)
+			} else {
+				res, err = c.Input(cmd.Context(), args[0], text, wr)
+			}
 			if err != nil {
 				return err
 			}
@@ -73,6 +93,7 @@ func inputCmd(cf *clientFlags) *cobra.Command {
 	}
 	c.Flags().Int64Var(&offset, "offset", 0, "byte offset to read output from")
 	c.Flags().Float64Var(&timeout, "timeout", 30, "seconds to wait for output (the API's default)")
+	c.Flags().BoolVar(&eof, "eof", false, "close the job's stdin pipe after TEXT (a pty job: Ctrl-D)")
 	return c
 }
 

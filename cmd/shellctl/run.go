@@ -22,7 +22,7 @@ const interruptWindow = 3 * time.Second
 func runCmd(cf *clientFlags) *cobra.Command {
 	var req client.RunRequest
 	var env []string
-	var detach, interactive, tty bool
+	var detach, interactive, tty, stdio bool
 	detachKeys := defaultDetachKeys
 	c := &cobra.Command{
 		Use:   "run [flags] SCRIPT... | -",
@@ -41,7 +41,11 @@ Either way shellctl exits with the job's code. -d starts the job and prints its 
 (exit 125 and the reason when it failed to start).
 -i attaches your terminal to the job (as attach does: what you type goes to it,
 Ctrl-P Ctrl-Q detaches). -t asks for a terminal: a pty job, the default; -it is
--i with it, as in docker.
+-i with it, as in docker. With --mode stdio (--stdio), -i keeps your stdin open
+and pipes it to the job's stdin byte for byte; its end is the job's end of file
+(printf 'a\nb\n' | shellctl run -i --stdio sort). -di keeps the pipe open for
+shellctl input (input --eof closes it). Without -i the job's stdin is empty and
+yours is not read, as in docker: shellctl says so when yours had data.
 -e NAME=VALUE sets a variable; -e NAME passes your own value of NAME (left out
 when you have none).
 Exit 125: shellctl itself failed (no server, a refused request, a job that could
@@ -51,17 +55,28 @@ not start).`,
   shellctl run -it bash
   shellctl run -e GOFLAGS -e CI=1 go test ./...
   shellctl run -d 'python3 -m http.server 8000'
-  echo 'uname -a' | shellctl run -`,
+  echo 'uname -a' | shellctl run -
+  seq 3 | shellctl run -i --stdio 'wc -l'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			script := strings.Join(args, " ")
+			if stdio {
+				if req.Mode != "" && req.Mode != "stdio" {
+					return &usageError{fmt.Sprintf("--stdio is --mode stdio, and --mode is %q: pass one of them", req.Mode)}
+				}
+				req.Mode = "stdio"
+			}
 			if tty && req.Mode == "stdio" {
 				return &usageError{"-t asks for a terminal (a pty job) and --mode stdio for pipes: pass one of them"}
 			}
 			if tty && req.Mode == "" {
 				req.Mode = "pty"
 			}
-			if script == "-" {
+			fromStdin := script == "-"
+			if fromStdin && interactive && req.Mode == "stdio" {
+				return &usageError{"-i with --mode stdio pipes your stdin to the job: not with a script read from stdin (-)"}
+			}
+			if fromStdin {
 				b, err := io.ReadAll(os.Stdin)
 				if err != nil {
 					return fmt.Errorf("reading the script from stdin: %w", err)
@@ -85,9 +100,15 @@ not start).`,
 				return &usageError{fmt.Sprintf("--mode %q is not pty or stdio", req.Mode)}
 			}
 			var keys []byte
-			if interactive {
-				if detach || req.Mode == "stdio" || script == "-" {
-					return &usageError{"-i needs a pty job that runs attached: not with -d, --mode stdio or a script from stdin"}
+			pipeIn := interactive && req.Mode == "stdio" // runpipe.go
+			if pipeIn {
+				// With -d, as docker run -di: the pipe stays open for
+				// shellctl input (--eof closes it).
+				req.Stdin = "pipe"
+			}
+			if interactive && !pipeIn {
+				if detach || fromStdin {
+					return &usageError{"-i needs a job that runs attached: not with -d or a script from stdin"}
 				}
 				var err error
 				if keys, err = parseDetachKeys(detachKeys); err != nil {
@@ -110,7 +131,7 @@ not start).`,
 			}
 			ctx := cmd.Context()
 			var sigs chan os.Signal
-			if !detach && !interactive {
+			if !detach && (!interactive || pipeIn) {
 				// Caught from before the job starts: a Ctrl-C that comes
 				// while the run request is on its way is sent to the job.
 				sigs = notifyRun()
@@ -134,10 +155,20 @@ not start).`,
 				// too): inspect and logs take it.
 				return startFailure(ctx, c, res.JobID)
 			}
-			if interactive {
+			if pipeIn && !detach {
+				go func() {
+					if err := pipeStdin(ctx, c, res.JobID, os.Stdin); err != nil {
+						fmt.Fprintln(os.Stderr, "shellctl:", explain(err))
+					}
+				}()
+			} else if interactive {
 				return attachPTY(ctx, c, res.JobID, 0, keys)
 			}
-			return followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
+			err = followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
+			if !pipeIn && !fromStdin {
+				unsentStdinHint()
+			}
+			return err
 		},
 	}
 	f := c.Flags()
@@ -149,7 +180,8 @@ not start).`,
 	f.StringArrayVarP(&env, "env", "e", nil, "NAME=VALUE for the job's environment, or NAME for your value of NAME (repeatable)")
 	f.StringVar(&req.SessionID, "session-id", "", "session id stored with the job")
 	f.BoolVarP(&detach, "detach", "d", false, "print the job id and return once the job runs")
-	f.BoolVarP(&interactive, "interactive", "i", false, "attach your terminal: type to the job (pty only)")
+	f.BoolVarP(&interactive, "interactive", "i", false, "attach your terminal: type to the job (pty); with --mode stdio, pipe your stdin to it")
+	f.BoolVar(&stdio, "stdio", false, "same as --mode stdio")
 	f.BoolVarP(&tty, "tty", "t", false, "a terminal for the job: pty mode (the default; not with --mode stdio)")
 	f.StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "with -i: the key sequence that detaches")
 	return c

@@ -345,6 +345,8 @@ var errorCodes = []struct {
 	{jobs.ErrInvalidCwd, http.StatusBadRequest, "invalid_cwd"},
 	{jobs.ErrCwdNotAllowed, http.StatusForbidden, "cwd_not_allowed"},
 	{jobs.ErrChannelUnsupported, http.StatusConflict, "channel_unsupported"},
+	{jobs.ErrInputBackpressure, http.StatusConflict, "input_backpressure"},
+	{jobs.ErrStdinClosed, http.StatusConflict, "stdin_closed"},
 }
 
 // gcNote follows the message of a job_not_found for a well-formed id: a

@@ -119,6 +119,7 @@ type runBody struct {
 		Rows *int `json:"rows"`
 	} `json:"terminal"`
 	SessionID *string `json:"session_id"`
+	Stdin     *string `json:"stdin"` // pipes.go
 	waitFields
 	script    int // bigAbsent, bigString, bigNull
 	scriptLen int64
@@ -166,6 +167,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	case "stdio":
 	default:
 		validation(w, "mode %q is not one of \"pty\", \"stdio\"", b.Mode)
+		return
+	}
+	if req.Stdin, ok = runStdin(w, b.Stdin, req.Mode); !ok {
 		return
 	}
 	if err := isolation.ValidateEnv(b.Env); err != nil {
@@ -227,7 +231,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		req.IdempotencyKey = key
 		req.IdempotencyFP = jobs.RunPrint{ScriptSHA256: hashed.sum(), Mode: req.Mode, Cwd: req.Cwd, Env: req.Env,
-			Cols: req.Cols, Rows: req.Rows, SessionID: req.SessionID}.Fingerprint()
+			Cols: req.Cols, Rows: req.Rows, SessionID: req.SessionID, Stdin: req.Stdin}.Fingerprint()
 		var replayed bool
 		res, replayed, err = s.Jobs.RunIdempotent(r.Context(), req, b.params(defaultRunTimeout, true))
 		if replayed {
@@ -275,7 +279,12 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, id string) {
 
 type inputBody struct {
 	waitFields
-	text int // bigAbsent, bigString, bigNull
+	// pipes.go: the input as base64 instead of text; eof closes a stdin
+	// pipe after it.
+	Base64       *string  `json:"base64"`
+	EOF          *bool    `json:"eof"`
+	WriteTimeout *float64 `json:"write_timeout"`
+	text         int      // bigAbsent, bigString, bigNull
 }
 
 func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
@@ -288,7 +297,8 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	if r.ContentLength > 0 {
 		text.b = make([]byte, 0, min(r.ContentLength, s.maxRequestBytes()))
 	}
-	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "text", sink: text, restMax: maxOtherBody, large: true}, &b)
+	// restMax: a base64 input is among the other fields (pipes.go).
+	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "text", sink: text, restMax: maxRest, large: true}, &b)
 	if !ok {
 		return
 	}
@@ -296,9 +306,15 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	if !b.checkOffset(w) {
 		return
 	}
-	if b.text != bigString {
-		httperr.Write(w, http.StatusBadRequest, "invalid_request", "text is required")
+	data, ok := inputBytes(w, &b, text.b)
+	if !ok {
 		return
+	}
+	eof := b.EOF != nil && *b.EOF
+	wp := b.params(defaultInputTimeout, false)
+	if b.WriteTimeout != nil {
+		t := max(capSeconds(*b.WriteTimeout, maxTimeout), 0)
+		wp.WriteTimeout = &t
 	}
 	sent := func() {
 		text.b = nil
@@ -308,14 +324,17 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	var err error
 	if key != "" {
 		var replayed bool
-		res, replayed, err = s.Jobs.InputIdempotent(r.Context(), id, key, text.b, b.params(defaultInputTimeout, false), sent)
+		res, replayed, err = s.Jobs.InputIdempotent(r.Context(), id, key, data, eof, wp, sent)
 		if replayed {
 			w.Header().Set(ReplayHeader, "true")
 		}
 	} else {
-		res, err = s.Jobs.Input(r.Context(), id, text.b, b.params(defaultInputTimeout, false), sent)
+		res, err = s.Jobs.Input(r.Context(), id, data, eof, wp, sent)
 	}
 	if err != nil {
+		if writeBackpressure(w, err) {
+			return
+		}
 		s.writeKeyErr(w, err)
 		return
 	}

@@ -53,6 +53,7 @@ var groups = []group{
 	{"stream", "live output stream throughput, stdio and pty", benchStream},
 	{"page", "page read", benchPageRead},
 	{"inputwait", "input-wait, prompt to answer", benchInputWait},
+	{"pipe", "stdin pipe round trip of one line", benchPipe},
 	{"screen", "screen answer time", benchScreen},
 	{"mcp", "MCP tool-call overhead over /v1", benchMCP},
 	{"memory", "memory per running job", benchJobMemory},

@@ -28,6 +28,9 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Taken: of an input_backpressure, the input's bytes the job's
+	// stdin pipe took (the rest were not sent).
+	Taken int64
 }
 
 func (e *Error) Error() string {
@@ -58,6 +61,8 @@ type RunRequest struct {
 	OutputLimit      int               `json:"output_limit,omitempty"`
 	IdleFlushSeconds float64           `json:"idle_flush_seconds,omitempty"`
 	SessionID        string            `json:"session_id,omitempty"`
+	// Stdin: "pipe" gives a stdio job a stdin pipe (pipes.go).
+	Stdin string `json:"stdin,omitempty"`
 }
 
 // WaitRequest is the body of wait (and, with Text, of input).
@@ -116,10 +121,13 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	}
 	if status != http.StatusOK {
 		var env struct {
-			Error struct{ Code, Message string } `json:"error"`
+			Error struct {
+				Code, Message string
+				Taken         int64 `json:"taken"`
+			} `json:"error"`
 		}
 		if json.Unmarshal(raw, &env) == nil && env.Error.Code != "" {
-			return &Error{Status: status, Code: env.Error.Code, Message: env.Error.Message}
+			return &Error{Status: status, Code: env.Error.Code, Message: env.Error.Message, Taken: env.Error.Taken}
 		}
 		return &Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: strings.TrimSpace(string(raw))}
 	}

@@ -22,6 +22,7 @@ type Record struct {
 	Reason      *string   `json:"reason"`
 	Message     *string   `json:"message"`
 	Mode        string    `json:"mode"`
+	Stdin       string    `json:"stdin"`
 	Cwd         string    `json:"cwd"`
 	Terminal    *Terminal `json:"terminal"`
 	CreatedAt   string    `json:"created_at"`

@@ -16,6 +16,9 @@ var (
 	ErrTooManyJobs      = errors.New("too many running jobs")
 	ErrInvalidCwd       = errors.New("invalid cwd")
 	ErrCwdNotAllowed    = errors.New("cwd not allowed")
+	// stdin pipes (pipes.go)
+	ErrInputBackpressure = errors.New("the job is not reading its input")
+	ErrStdinClosed       = errors.New("the job's stdin is closed")
 )
 
 // kindError carries a kind and a message meant for the client.

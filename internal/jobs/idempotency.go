@@ -48,6 +48,9 @@ type RunPrint struct {
 	Cols         int               `json:"cols"`
 	Rows         int               `json:"rows"`
 	SessionID    string            `json:"session_id"`
+	// Stdin: "pipe" for a stdin pipe (omitted otherwise, so the keys of
+	// runs without one keep their fingerprints).
+	Stdin string `json:"stdin,omitempty"`
 }
 
 // fingerprint is "v1:" and the hex sha256 of v's JSON (encoding/json
@@ -72,11 +75,18 @@ func (p RunPrint) Fingerprint() string {
 
 // InputFingerprint is the fingerprint of an input: its job and its text.
 func InputFingerprint(jobID string, text []byte) string {
+	return inputFingerprint(jobID, text, false)
+}
+
+// inputFingerprint: an input that closes stdin (eof) differs from the
+// same bytes without; without eof it is InputFingerprint's.
+func inputFingerprint(jobID string, text []byte, eof bool) string {
 	sum := sha256.Sum256(text)
 	return fingerprint(struct {
 		JobID      string `json:"job_id"`
 		TextSHA256 string `json:"text_sha256"`
-	}{jobID, hex.EncodeToString(sum[:])})
+		EOF        bool   `json:"eof,omitempty"`
+	}{jobID, hex.EncodeToString(sum[:]), eof})
 }
 
 // flights are the keys being handled now.
@@ -149,7 +159,7 @@ func (s *Service) RunIdempotent(ctx context.Context, req RunRequest, wp WaitPara
 // key is stored before the text is sent (and dropped again when it could
 // not be sent): a repeat never sends the text a second time, even after a
 // crash between the two, where it would rather not have been sent at all.
-func (s *Service) InputIdempotent(ctx context.Context, id, key string, text []byte, wp WaitParams, sent func()) (res *Result, replayed bool, err error) {
+func (s *Service) InputIdempotent(ctx context.Context, id, key string, text []byte, eof bool, wp WaitParams, sent func()) (res *Result, replayed bool, err error) {
 	release, err := s.flights.acquire(ctx, "input\x00"+id+"\x00"+key)
 	if err != nil {
 		if sent != nil {
@@ -158,7 +168,7 @@ func (s *Service) InputIdempotent(ctx context.Context, id, key string, text []by
 		return nil, false, err
 	}
 	defer release()
-	fp := InputFingerprint(id, text)
+	fp := inputFingerprint(id, text, eof)
 	stored, err := s.st.InputKey(ctx, id, key)
 	switch {
 	case err == nil:
@@ -198,6 +208,6 @@ func (s *Service) InputIdempotent(ctx context.Context, id, key string, text []by
 			release()
 		},
 	}
-	res, err = s.input(ctx, id, text, wp, h)
+	res, err = s.input(ctx, id, text, eof, wp, h)
 	return res, false, err
 }

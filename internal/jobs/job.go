@@ -18,7 +18,11 @@ type job struct {
 	id   string
 	dir  string
 	mode string
-	key  string // the runner's control key
+	// stdin: StdinPipe for a stdio job with a stdin pipe (pipes.go), ""
+	// otherwise; stdinClosed (under mu) once eof was sent.
+	stdin       string
+	stdinClosed bool
+	key         string // the runner's control key
 	// pid and cgroup: the job's process (it leads its group and session)
 	// and cgroup, as its runner reported them: how a lost job is ended.
 	pid    int
@@ -399,6 +403,16 @@ func (s *Service) call(ctx context.Context, j *job, m *proto.Msg, untilEnd bool)
 			changed = j.changed
 			j.mu.Unlock()
 			if ended {
+				// An answer that came before the end is still the
+				// answer: acks and the exit come in order on one
+				// channel, and a runner acks what it did before it
+				// publishes the exit (a stdin pipe's eof that ended
+				// the job did take its bytes).
+				select {
+				case a := <-ch:
+					return a, nil
+				default:
+				}
 				forget()
 				return nil, fmt.Errorf("job %s: %w", j.id, ErrNotRunning)
 			}

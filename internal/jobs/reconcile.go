@@ -42,6 +42,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		}
 		j.size = s.fileSize(row.ID)
 		j.key = row.ControlKey
+		j.stdin = row.Stdin
 		j.lastGrow = time.Now()
 		jobs[i] = j
 		wg.Add(1)

@@ -31,14 +31,16 @@ const RecordTime = "2006-01-02T15:04:05.000Z"
 // Record is the full job record (GET /v1/jobs/{id}/record), in the key
 // order of the spec's table.
 type Record struct {
-	JobID          string    `json:"job_id"`
-	Status         string    `json:"status"`
-	Done           bool      `json:"done"`
-	ExitCode       *int      `json:"exit_code"`
-	Signal         *string   `json:"signal"`
-	Reason         *string   `json:"reason"`
-	Message        *string   `json:"message"`
-	Mode           string    `json:"mode"`
+	JobID    string  `json:"job_id"`
+	Status   string  `json:"status"`
+	Done     bool    `json:"done"`
+	ExitCode *int    `json:"exit_code"`
+	Signal   *string `json:"signal"`
+	Reason   *string `json:"reason"`
+	Message  *string `json:"message"`
+	Mode     string  `json:"mode"`
+	// Stdin: "null", "pipe", "closed" or "pty" (extended-api.md §8).
+	Stdin          string    `json:"stdin"`
 	Cwd            string    `json:"cwd"`
 	Home           string    `json:"home"`
 	Terminal       *Terminal `json:"terminal"`
@@ -281,6 +283,7 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 		OutputBytes: lsize(filepath.Join(dir, runner.OutputFile)), StderrBytes: lsize(filepath.Join(dir, runner.StderrFile)),
 		OutputComplete: true,
 	}
+	rec.Stdin = stdinState(row, j, rec.Done)
 	if row.Mode == "pty" && row.Cols > 0 {
 		rec.Terminal = &Terminal{Cols: row.Cols, Rows: row.Rows}
 		rec.ScreenAvailable = screen.Fits(row.Cols, row.Rows)

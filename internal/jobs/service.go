@@ -275,6 +275,9 @@ type RunRequest struct {
 	// left for the caller to remove when the run fails before that.
 	ScriptPath string
 	Mode       string // "pty" or "stdio"
+	// Stdin is StdinPipe for a stdio job whose stdin is a pipe for
+	// input (pipes.go); "" for /dev/null (and for pty jobs).
+	Stdin string
 	// Cwd is absolute, or "" for the server's $HOME. ".." is kept as
 	// given: it is resolved beneath the root the path names (dirs.go),
 	// never folded away by name.
@@ -324,6 +327,10 @@ func (s *Service) Run(ctx context.Context, req RunRequest, wp WaitParams) (*Resu
 // is done (or the run failed), before the wait.
 func (s *Service) run(ctx context.Context, req RunRequest, wp WaitParams, started func()) (*Result, error) {
 	defer started()
+	if req.Stdin != "" && (req.Stdin != StdinPipe || req.Mode != "stdio") {
+		// The api package refuses these; a caller that did not is wrong.
+		return nil, fmt.Errorf("run: stdin %q with mode %q: only a stdio job takes a stdin pipe (%q)", req.Stdin, req.Mode, StdinPipe)
+	}
 	dirs, err := s.openJobDirs(req)
 	if err != nil {
 		return nil, err
@@ -336,6 +343,7 @@ func (s *Service) run(ctx context.Context, req RunRequest, wp WaitParams, starte
 	}
 	id := NewID()
 	j := newJob(id, runner.JobDir(s.cfg.StateDir, id), req.Mode)
+	j.stdin = req.Stdin
 	j.requested = req.ReceivedAt
 	if j.requested.IsZero() {
 		j.requested = time.Now()
@@ -387,6 +395,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 		Walls:              s.cfg.Walls,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),
 		MaxOutputBytes:     s.cfg.MaxOutputBytes,
+		Stdin:              req.Stdin,
 	}
 	// The spec travels in the assign message, and output.log is made by
 	// the runner: on a slow disk every file made here is felt by every job.
@@ -397,7 +406,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	ir := s.takeIdle()
 	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now, ControlKey: j.key,
 		Home: home, EnvNames: envNames(req.Env), Limits: s.askedLimits(),
-		IdempotencyKey: req.IdempotencyKey, IdempotencyFP: req.IdempotencyFP}
+		IdempotencyKey: req.IdempotencyKey, IdempotencyFP: req.IdempotencyFP, Stdin: req.Stdin}
 	if req.Mode == "pty" {
 		row.Cols, row.Rows = req.Cols, req.Rows
 	}

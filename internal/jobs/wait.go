@@ -25,6 +25,11 @@ type WaitParams struct {
 	// ReturnOnInputWait: answer as soon as the job waits for input
 	// (input-wait, pty jobs), not only after Idle of silence.
 	ReturnOnInputWait bool
+	// WriteTimeout (input to a stdin pipe, pipes.go), when set: how long
+	// the write waits for a job that does not read, apart from Timeout,
+	// which then bounds the wait for output alone. Unset: the write has
+	// Timeout, and the wait what is left of it.
+	WriteTimeout *time.Duration
 }
 
 // Result is a JobResult.
@@ -257,22 +262,25 @@ func (s *Service) wait(ctx context.Context, j *job, wp WaitParams) (*Result, err
 	}
 }
 
-// Input writes text to a pty job's terminal, then waits. sent, when not
-// nil, is called once, when the text is no longer needed (sent, or
-// refused): before the wait, which may be long.
-func (s *Service) Input(ctx context.Context, id string, text []byte, wp WaitParams, sent func()) (*Result, error) {
-	return s.input(ctx, id, text, wp, inputHooks{sent: sent})
+// Input writes text to a job's input (Send: a pty job's terminal, or a
+// stdio job's stdin pipe), closing a pipe after it when eof, then waits.
+// For a pipe the write may take up to wp.Timeout (a job that does not
+// read: a *BackpressureError); the wait has what is left of it. sent,
+// when not nil, is called once, when the text is no longer needed (sent,
+// or refused): before the wait, which may be long.
+func (s *Service) Input(ctx context.Context, id string, text []byte, eof bool, wp WaitParams, sent func()) (*Result, error) {
+	return s.input(ctx, id, text, eof, wp, inputHooks{sent: sent})
 }
 
 // inputHooks: sent as for Input; mark, when set, is called just before the
-// text is sent (its error is the answer), and unmark when it could not be.
+// text is sent (its error is the answer), and unmark when none of it was.
 type inputHooks struct {
 	sent   func()
 	mark   func() error
 	unmark func()
 }
 
-func (s *Service) input(ctx context.Context, id string, text []byte, wp WaitParams, h inputHooks) (*Result, error) {
+func (s *Service) input(ctx context.Context, id string, text []byte, eof bool, wp WaitParams, h inputHooks) (*Result, error) {
 	sent := h.sent
 	finish := func() {
 		if sent != nil {
@@ -287,8 +295,8 @@ func (s *Service) input(ctx context.Context, id string, text []byte, wp WaitPara
 	if err != nil {
 		return nil, err
 	}
-	if j.mode == "stdio" {
-		return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode, which takes no input", id)
+	if err := j.takesInput(); err != nil {
+		return nil, err
 	}
 	if sn := j.look(); wp.Offset > sn.size {
 		if fs := s.fileSize(id); wp.Offset > fs {
@@ -300,40 +308,57 @@ func (s *Service) input(ctx context.Context, id string, text []byte, wp WaitPara
 			return nil, err
 		}
 	}
-	if err := s.sendInput(ctx, j, text); err != nil {
-		if h.unmark != nil {
+	began := time.Now()
+	write := wp.Timeout
+	if wp.WriteTimeout != nil {
+		write = *wp.WriteTimeout
+	}
+	if taken, err := s.sendInput(ctx, j, text, eof, write); err != nil {
+		// An input of which some bytes were taken cannot be sent again
+		// whole: its key stays, and a repeat is answered as sent.
+		if h.unmark != nil && taken == 0 {
 			h.unmark()
 		}
 		return nil, err
 	}
 	finish()
+	if j.stdin == StdinPipe && wp.WriteTimeout == nil {
+		wp.Timeout = max(wp.Timeout-time.Since(began), 0)
+	}
 	return s.wait(ctx, j, wp)
 }
 
-// sendInput sends text to j's terminal. Large input goes in pieces that
-// each fit a control message; one input's pieces are never interleaved
-// with another's.
-func (s *Service) sendInput(ctx context.Context, j *job, text []byte) error {
+// sendInput sends text to j's input: its stdin pipe (sendPipe, waiting
+// at most wait for a job that does not read), or its terminal. Large
+// input goes in pieces that each fit a control message; one input's
+// pieces are never interleaved with another's. It answers the bytes
+// taken.
+func (s *Service) sendInput(ctx context.Context, j *job, text []byte, eof bool, wait time.Duration) (int64, error) {
 	j.inputMu.Lock()
 	defer j.inputMu.Unlock()
+	if j.stdin == StdinPipe {
+		return s.sendPipe(ctx, j, text, eof, wait)
+	}
+	var taken int64
 	for first := true; first || len(text) > 0; first = false {
 		piece := text[:min(len(text), inputPiece)]
 		text = text[len(piece):]
-		a, err := s.request(ctx, j, &proto.Msg{T: proto.TInput, Data: piece})
+		a, err := s.request(ctx, j, &proto.Msg{T: proto.TInput, Data: piece, EOF: eof && len(text) == 0})
 		if err == nil && a.Err == "" {
 			j.inputAcked(a.InputSeq) // input-wait
 		}
 		if err != nil || a.Err != "" {
 			if j.done() || errors.Is(err, ErrNotRunning) || (a != nil && a.Err == "job_not_running") {
-				return errorf(ErrNotRunning, "job %s is no longer running", j.id)
+				return taken, errorf(ErrNotRunning, "job %s is no longer running", j.id)
 			}
 			if err == nil {
 				err = errors.New(a.Err)
 			}
-			return fmt.Errorf("send input to job %s: %w", j.id, err)
+			return taken, fmt.Errorf("send input to job %s: %w", j.id, err)
 		}
+		taken += int64(len(piece))
 	}
-	return nil
+	return taken, nil
 }
 
 // inputPiece is the most input one control message carries: base64 makes

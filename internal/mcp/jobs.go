@@ -45,6 +45,7 @@ type WaitRequest struct {
 type RunRequest struct {
 	Script            string            `json:"script"`
 	Mode              string            `json:"mode,omitempty"`
+	Stdin             string            `json:"stdin,omitempty"`
 	Cwd               string            `json:"cwd,omitempty"`
 	Env               map[string]string `json:"env,omitempty"`
 	SessionID         string            `json:"session_id,omitempty"`
@@ -59,7 +60,9 @@ type RunRequest struct {
 type Jobs interface {
 	Run(ctx context.Context, r RunRequest) (*Window, error)
 	Wait(ctx context.Context, id string, w WaitRequest) (*Window, error)
-	Input(ctx context.Context, id, text string, w WaitRequest) (*Window, error)
+	// Input sends text to a job's terminal or stdin pipe, closing the
+	// pipe after it when eof (Ctrl-D for a terminal), then waits.
+	Input(ctx context.Context, id, text string, eof bool, w WaitRequest) (*Window, error)
 	// Signal sends a signal (a name such as "INT", or a number) to the
 	// job's foreground process group (pty) or process group (stdio).
 	Signal(ctx context.Context, id, signal string) error
@@ -125,12 +128,13 @@ func (j ClientJobs) Wait(ctx context.Context, id string, w WaitRequest) (*Window
 	return windowOf(h, out), nil
 }
 
-// Input sends text to a job's terminal, then waits.
-func (j ClientJobs) Input(ctx context.Context, id, text string, w WaitRequest) (*Window, error) {
+// Input sends text to a job's terminal or stdin pipe, then waits.
+func (j ClientJobs) Input(ctx context.Context, id, text string, eof bool, w WaitRequest) (*Window, error) {
 	body := struct {
 		Text string `json:"text"`
+		EOF  bool   `json:"eof,omitempty"`
 		WaitRequest
-	}{text, w}
+	}{text, eof, w}
 	var out client.JobResult
 	h, err := j.C.Call(ctx, http.MethodPost, jobPath(id, "input"), body, &out)
 	if err != nil {

@@ -22,17 +22,19 @@ type (
 		Script         string            `json:"script" jsonschema:"the shell script to run: one command or many lines; run by /bin/sh unless it starts with #!"`
 		Cwd            string            `json:"cwd,omitempty" jsonschema:"working directory: absolute, or relative to the server's home (default: the home)"`
 		TimeoutSeconds *float64          `json:"timeout_seconds,omitempty" jsonschema:"how long this call waits for the job to end before answering with the output so far; the job keeps running after"`
-		Mode           string            `json:"mode,omitempty" jsonschema:"pty: a terminal, takes input (default); stdio: plain pipes, no input, stderr kept apart"`
+		Mode           string            `json:"mode,omitempty" jsonschema:"pty: a terminal, takes input (default); stdio: plain pipes, stderr kept apart, input only with stdin pipe"`
 		Env            map[string]string `json:"env,omitempty" jsonschema:"extra environment variables for the job"`
+		Stdin          string            `json:"stdin,omitempty" jsonschema:"stdio jobs only: pipe gives the job a stdin pipe that shell_input writes to byte for byte (a REPL, a JSON-RPC or language server); null (default) is /dev/null"`
 	}
 	waitIn struct {
 		JobID          string   `json:"job_id" jsonschema:"the job's id, from shell_run or shell_list"`
 		TimeoutSeconds *float64 `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for new output or the job's end"`
 	}
 	inputIn struct {
-		JobID          string   `json:"job_id" jsonschema:"the job's id (a pty job)"`
+		JobID          string   `json:"job_id" jsonschema:"the job's id (a pty job, or a stdio job run with stdin pipe)"`
 		Text           string   `json:"text,omitempty" jsonschema:"text to type, sent as is: end it with a newline to submit a line (or add the key Enter)"`
-		Keys           []string `json:"keys,omitempty" jsonschema:"named keys to press after the text, in order"`
+		Keys           []string `json:"keys,omitempty" jsonschema:"named keys to press after the text, in order (terminal keys: for a pty job)"`
+		EOF            bool     `json:"eof,omitempty" jsonschema:"after the text: close a stdio job's stdin pipe (the program reads end of file); for a pty job, Ctrl-D"`
 		TimeoutSeconds *float64 `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the job's reaction"`
 	}
 	interruptIn struct {
@@ -173,6 +175,7 @@ func (s *Server) addTools() {
 		InputSchema: schemaFor[runIn](func(p map[string]*jsonschema.Schema) {
 			s.timeoutSchema(p, waitDef)
 			p["mode"].Enum = []any{"pty", "stdio"}
+			p["stdin"].Enum = []any{"null", "pipe"}
 			p["mode"].Default = []byte(`"pty"`)
 		}),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(true)},
@@ -191,9 +194,11 @@ func (s *Server) addTools() {
 
 	addTool(s.srv, &sdk.Tool{
 		Name:  "shell_input",
-		Title: "Type into a job's terminal",
-		Description: "Send text and/or named keys to a job's terminal (jobs run with mode pty, the default), then wait for its reaction like " +
-			"shell_wait. Text is sent as is: end a line with \"\\n\" to submit it. Keys: " + keyNames() + "." + capNote,
+		Title: "Type into a job's terminal or stdin",
+		Description: "Send text and/or named keys to a job's terminal (jobs run with mode pty, the default), or text to the stdin pipe of a " +
+			"stdio job run with stdin pipe, then wait for its reaction like shell_wait. Text is sent as is: end a line with \"\\n\" to submit it; " +
+			"eof closes a stdin pipe after the text. A program that does not read its stdin pipe makes the call fail with input_backpressure " +
+			"after timeout_seconds, saying how many bytes it took. Keys: " + keyNames() + "." + capNote,
 		InputSchema: schemaFor[inputIn](func(p map[string]*jsonschema.Schema) { s.timeoutSchema(p, inputWait.Seconds()) }),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(true)},
 	}, s.input)
@@ -247,7 +252,7 @@ func (s *Server) run(ctx context.Context, req *sdk.CallToolRequest, in runIn) (*
 	if t <= 0 {
 		t = 0.001 // run takes 0 for its default: answer at once instead
 	}
-	w, err := s.jobs.Run(ctx, RunRequest{Script: in.Script, Mode: in.Mode, Cwd: in.Cwd, Env: in.Env, SessionID: st.tag,
+	w, err := s.jobs.Run(ctx, RunRequest{Script: in.Script, Mode: in.Mode, Stdin: in.Stdin, Cwd: in.Cwd, Env: in.Env, SessionID: st.tag,
 		Timeout: t, OutputLimit: s.opts.OutputCap, IdleFlushSeconds: idleFlush, ReturnOnInputWait: true})
 	if err != nil {
 		return nil, Answer{}, toolError(err)
@@ -272,15 +277,15 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, in waitIn) 
 }
 
 func (s *Server) input(ctx context.Context, req *sdk.CallToolRequest, in inputIn) (*sdk.CallToolResult, Answer, error) {
-	if in.Text == "" && len(in.Keys) == 0 {
-		return nil, Answer{}, errors.New("nothing to send: give text, keys, or both")
+	if in.Text == "" && len(in.Keys) == 0 && !in.EOF {
+		return nil, Answer{}, errors.New("nothing to send: give text, keys, or both (or eof)")
 	}
 	k, err := keysText(in.Keys)
 	if err != nil {
 		return nil, Answer{}, err
 	}
 	st := s.sessionOf(req.Session)
-	w, err := s.jobs.Input(ctx, in.JobID, in.Text+k, s.waitReq(st, in.JobID, s.seconds(in.TimeoutSeconds, inputWait)))
+	w, err := s.jobs.Input(ctx, in.JobID, in.Text+k, in.EOF, s.waitReq(st, in.JobID, s.seconds(in.TimeoutSeconds, inputWait)))
 	if err != nil {
 		return nil, Answer{}, toolError(err)
 	}

@@ -148,6 +148,18 @@ func (r *Runner) serve(c *proto.Conn) {
 				return
 			}
 		case proto.TInput:
+			if r.spec.Mode != "pty" && r.stdinCh != nil {
+				// stdin.go: the writer acks once the pipe took the bytes.
+				if why, ok := r.queueStdin(c, m); !ok {
+					c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: why})
+				}
+				continue
+			}
+			if m.EOF && r.spec.Mode == "pty" {
+				// A terminal's end of file is its EOF character (^D),
+				// which ends a read at the start of a line.
+				m.Data = append(m.Data, 0x04)
+			}
 			errText, seq := r.input(m.Data)
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
 		case proto.TResize:

@@ -50,6 +50,10 @@ func (r *Runner) running() {
 // last byte is on disk, so a client that sees "done" reads all output.
 func (r *Runner) waitAndFinish() {
 	ws := <-r.mainState
+	// No input reaches a job whose process ended; what it left running
+	// reads end of file on the stdin pipe (stdin.go), as from a closed
+	// terminal, instead of holding it open with no writer to come.
+	r.endStdin()
 	code, sig := exitOf(ws)
 	r.releaseForeground()
 	r.drain()

@@ -106,6 +106,15 @@ type Runner struct {
 	inputCh      chan []byte
 	iw           inputWait // input-wait (inputwait.go)
 
+	// stdio jobs with a stdin pipe (stdin.go): the runner's end (nil once
+	// closed) and whether the job's main process ended, under mu; the
+	// writer's queue.
+	stdinW     *os.File
+	stdinEnded bool
+	stdinCh    chan stdinReq
+	stdinReady chan struct{} // closed once the job runs with its pipe
+	stdinBusy  sync.Mutex    // held while one input is written and acked
+
 	// serverID is our server's identity (statedir.ServerIDFile): it
 	// names the job's cgroup, and the sweep takes only its groups.
 	serverID string
@@ -252,6 +261,7 @@ func Main(args []string) int {
 	r.spec = spec
 	showJobID(spec.ID)
 	r.log = log.With("job", spec.ID)
+	r.prepareStdin() // stdin.go: before the first input can come
 	r.addConn(ctl)
 	if prepErr != nil && r.stageLater {
 		// No stage could be started ahead (no pid was free then: a fork

@@ -50,6 +50,10 @@ type Spec struct {
 
 	MaxRuntimeSeconds float64 `json:"max_runtime_seconds,omitempty"` // 0 = no limit
 	MaxOutputBytes    int64   `json:"max_output_bytes,omitempty"`    // 0 = no limit
+
+	// Stdin is StdinPipe for a stdio job whose stdin is a pipe the runner
+	// holds (stdin.go); otherwise a stdio job's stdin is /dev/null.
+	Stdin string `json:"stdin,omitempty"`
 }
 
 // JobDir is the directory of job id under stateDir.
@@ -181,6 +185,8 @@ func decodeSpec(b []byte) (*Spec, error) {
 			f, ok := r.Float()
 			s.MaxRuntimeSeconds = f
 			return ok
+		case "stdin":
+			return str(&s.Stdin)
 		case "max_output_bytes":
 			if r.Null() {
 				return true

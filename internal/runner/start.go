@@ -153,7 +153,19 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	if err != nil {
 		return fmt.Errorf("make stderr pipe: %w", err)
 	}
-	l, err := r.launch(cfg, [3]*os.File{devNull, outW, errW}, false)
+	stdin := devNull
+	if r.spec.Stdin == StdinPipe {
+		// stdin.go: the job reads a pipe whose other end the runner holds.
+		if stdin, err = r.openStdinPipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return err
+		}
+		defer stdin.Close() // the job has its own copy once started
+	}
+	l, err := r.launch(cfg, [3]*os.File{stdin, outW, errW}, false)
 	// Our copies of the write ends must go, or the pipes never reach end
 	// of file.
 	outW.Close()
@@ -161,10 +173,12 @@ func (r *Runner) startStdio(cfg isolation.JobConfig, w *outWriter) error {
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		r.closeStdin(true)
 		return err
 	}
 	// The job runs (its process exec'd): the server hears so first.
 	r.afterStart(l)
+	r.startStdinWriter()
 	r.pumpDone = make(chan struct{})
 	errDone := make(chan struct{})
 	go func() {

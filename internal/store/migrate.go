@@ -65,6 +65,10 @@ var migrations = []string{
 	CREATE TRIGGER jobs_input_keys_gone AFTER DELETE ON jobs BEGIN
 		DELETE FROM input_keys WHERE job_id = OLD.id;
 	END;`,
+	// 5 → 6: a stdio job's stdin as run (extended-api.md §8): 'pipe' when
+	// it was a pipe for input, '' otherwise (/dev/null, or a pty job's
+	// terminal).
+	`ALTER TABLE jobs ADD COLUMN stdin TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the version this build writes.

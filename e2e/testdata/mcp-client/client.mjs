@@ -85,6 +85,13 @@ async function main() {
   s.ctrlcRun = await call(client, "shell_run", { script: "echo sleeping; sleep 30", timeout_seconds: 2 });
   s.ctrlc = await call(client, "shell_input", { job_id: s.ctrlcRun.data && s.ctrlcRun.data.job_id, keys: ["C-c"], timeout_seconds: 10 });
 
+  // A stdio job with a stdin pipe, written with shell_input, ended by eof.
+  s.pipeRun = await call(client, "shell_run", { script: "cat", mode: "stdio", stdin: "pipe", timeout_seconds: 0.5 });
+  const cid = s.pipeRun.data && s.pipeRun.data.job_id;
+  s.pipeInput = await call(client, "shell_input", { job_id: cid, text: "through the pipe\n", timeout_seconds: 10 });
+  s.pipeEOF = await call(client, "shell_input", { job_id: cid, eof: true, timeout_seconds: 10 });
+  s.pipeStatus = await call(client, "shell_status", { job_id: cid });
+
   // Errors are tool errors, not protocol errors.
   s.badCwd = await call(client, "shell_run", { script: "true", cwd: "/nonexistent/shellctl-e2e" });
   s.unknownJob = await call(client, "shell_wait", { job_id: "0123456789abcdef" });

@@ -104,6 +104,12 @@ type Msg struct {
 	// least that number says so.
 	Waiting  bool  `json:"waiting,omitempty"`
 	InputSeq int64 `json:"input_seq,omitempty"`
+
+	// input to a stdin pipe (spec/extended-api.md §8): EOF closes the
+	// job's stdin after Data; TimeoutMS bounds the wait for a job that
+	// does not read; the ack carries Taken, the bytes the pipe took.
+	EOF   bool  `json:"eof,omitempty"`
+	Taken int64 `json:"taken,omitempty"`
 }
 
 // Stream is a connected socket: a *net.UnixConn on the server's side, an
