@@ -119,6 +119,8 @@ type runBody struct {
 		Rows *int `json:"rows"`
 	} `json:"terminal"`
 	SessionID *string `json:"session_id"`
+	// SandboxID is Dify's other name for session_id (egress.md).
+	SandboxID *string `json:"sandbox_id"`
 	waitFields
 	script    int // bigAbsent, bigString, bigNull
 	scriptLen int64
@@ -189,6 +191,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			}
 			req.Rows = *rr
 		}
+	}
+	if b.SessionID == nil {
+		b.SessionID = b.SandboxID
 	}
 	if b.SessionID != nil {
 		if !validSessionID(*b.SessionID) {

@@ -1,0 +1,92 @@
+package server
+
+// Wiring of the egress credential proxy (spec egress.md): started before
+// the job service (which puts its variables into every job), told the
+// server's own listeners (which it never connects to), and its CA
+// directory added to every job's read-only paths.
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/shellctl/shellctl/internal/egress"
+	"github.com/shellctl/shellctl/internal/isolation"
+	"github.com/shellctl/shellctl/internal/jobs"
+)
+
+// ownListeners is the addresses of the server's listeners, filled in once
+// they listen; the proxy refuses to connect to any of them.
+type ownListeners struct {
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (o *ownListeners) add(a string) {
+	o.mu.Lock()
+	o.addrs = append(o.addrs, a)
+	o.mu.Unlock()
+}
+
+func (o *ownListeners) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.addrs...)
+}
+
+// startEgress starts the proxy when --egress-proxy is given (nil
+// otherwise) and opens the CA directory to every job's domain.
+func startEgress(cfg *Config, policy *isolation.Policy, own *ownListeners) (*egress.Proxy, error) {
+	if cfg.Egress.Listen == "" {
+		return nil, nil
+	}
+	if cfg.Egress.Policy == egress.PolicyProxyOnly && !policy.Enabled {
+		return nil, errors.New("--egress=proxy-only is enforced by each job's Landlock domain, and path isolation is off (" + isolation.EnvEnablePathIsolation + "=false): turn isolation on, or use --egress=open")
+	}
+	ec := cfg.Egress
+	ec.StateDir = cfg.StateDir
+	ec.Logger = cfg.Logger
+	// The configured addresses too: a job may name the API by the
+	// address it was given before the listener reports its own.
+	own.add(cfg.Listen)
+	if cfg.MetricsListen != "" {
+		own.add(cfg.MetricsListen)
+	}
+	ec.Forbidden = own.list
+	p, err := egress.Start(ec)
+	if err != nil {
+		return nil, err
+	}
+	if len(policy.RO) == 0 {
+		policy.RO = append([]string(nil), isolation.DefaultRO...)
+	}
+	policy.RO = append(policy.RO, p.CAOut())
+	if p.Policy() == egress.PolicyProxyOnly {
+		policy.NetRestrict = true
+		policy.NetConnectTCP = append([]uint16{p.Port()}, p.AllowPorts()...)
+	}
+	return p, nil
+}
+
+// jobsEgress adapts the proxy to the job service's interface.
+type jobsEgress struct{ p *egress.Proxy }
+
+func (j jobsEgress) JobEnv(session string, has bool, jobID string) (map[string]string, map[string]string, []jobs.EgressRef) {
+	ph, proxy, refs := j.p.JobEnv(session, has, jobID)
+	out := make([]jobs.EgressRef, len(refs))
+	for i, r := range refs {
+		out[i] = jobs.EgressRef{Provider: r.Provider, Name: r.Name}
+	}
+	return ph, proxy, out
+}
+
+func (j jobsEgress) Policy() string { return j.p.Policy() }
+func (j jobsEgress) Addr() string   { return j.p.Addr() }
+
+// egressForJobs is the job service's view of p (nil when off: a nil
+// *Proxy in the interface would not be nil).
+func egressForJobs(p *egress.Proxy) jobs.Egress {
+	if p == nil {
+		return nil
+	}
+	return jobsEgress{p}
+}
