@@ -10,6 +10,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -527,4 +528,85 @@ curl -sS --cacert ~/upstream-ca.pem -o /dev/null "https://other.test:$PORT/refus
 	if seen := u.saw("/proxied"); len(seen) != 1 || seen[0].Header.Get("Authorization") != "Bearer "+egValue {
 		t.Errorf("proxied: the upstream saw %+v", seen)
 	}
+}
+
+// TestEgressRecordInfoMetricsCLI: shellctl prepare --session and shellctl
+// run --session; the record names the credentials a job could use (never
+// a value); GET /v1/info shows the proxy, its policy and the CA's
+// fingerprint (that of the certificate jobs read); the metrics count the
+// decisions.
+func TestEgressRecordInfoMetricsCLI(t *testing.T) {
+	u := egStartUpstream(t)
+	s, caOut := egServer(t, u)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "creds.json")
+	if err := os.WriteFile(file, []byte(`{"credentials":[`+egCred("github", "token", egValue, "Authorization", "Bearer {{.Value}}", "api.github.com")+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, s, dir, "", "prepare", "--session", "s-cli", "--from-file", file); r.code != 0 || !strings.Contains(r.stdout, "registered 1") {
+		t.Fatalf("shellctl prepare: %s", r)
+	}
+	r := cli(t, s, dir, "", "run", "--mode", "stdio", "--session", "s-cli", "-e", "PORT="+u.port,
+		`curl -sS "https://api.github.com:$PORT/cli"; echo; echo "ph=$SECRET_GITHUB_TOKEN"`)
+	if r.code != 0 || !strings.Contains(r.stdout, "ph=__secret:github/token__") || strings.Contains(r.stdout, egValue) {
+		t.Fatalf("shellctl run --session: %s", r)
+	}
+	if seen := u.saw("/cli"); len(seen) != 1 || seen[0].Header.Get("Authorization") != "Bearer "+egValue {
+		t.Fatalf("the upstream saw %+v", seen)
+	}
+	list, err := s.c.List(ctx(t), "", 10)
+	if err != nil || len(list) == 0 {
+		t.Fatalf("list: %v", err)
+	}
+	_, rec, _ := s.get(t, s.URL+"/v1/jobs/"+list[0].JobID+"/record", true, nil)
+	var got struct {
+		SessionID *string `json:"session_id"`
+		Egress    *struct {
+			Policy      string `json:"policy"`
+			Proxy       string `json:"proxy"`
+			Credentials []struct{ Provider, Name string }
+		} `json:"egress"`
+	}
+	if err := json.Unmarshal([]byte(rec), &got); err != nil || got.Egress == nil {
+		t.Fatalf("record: %v %s", err, rec)
+	}
+	if got.Egress.Policy != "open" || got.Egress.Proxy == "" || len(got.Egress.Credentials) != 1 ||
+		got.Egress.Credentials[0].Provider != "github" || got.Egress.Credentials[0].Name != "token" || got.SessionID == nil || *got.SessionID != "s-cli" {
+		t.Errorf("record's egress: %s", rec)
+	}
+	if strings.Contains(rec, egValue) {
+		t.Errorf("the record holds the value")
+	}
+	_, info, _ := s.get(t, s.URL+"/v1/info", true, nil)
+	var in struct {
+		Egress struct {
+			Enabled  bool   `json:"enabled"`
+			Proxy    string `json:"proxy"`
+			Policy   string `json:"policy"`
+			CASHA256 string `json:"ca_sha256"`
+		} `json:"egress"`
+	}
+	if err := json.Unmarshal([]byte(info), &in); err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, err := os.ReadFile(filepath.Join(caOut, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(pemBytes)
+	if blk == nil {
+		t.Fatalf("ca.pem is not PEM")
+	}
+	sum := fmt.Sprintf("%x", sha256.Sum256(blk.Bytes))
+	if !in.Egress.Enabled || in.Egress.Proxy != got.Egress.Proxy || in.Egress.Policy != "open" || in.Egress.CASHA256 != sum {
+		t.Errorf("info's egress %+v, CA's fingerprint %s", in.Egress, sum)
+	}
+	m, _ := s.scrape(t, s.URL+"/metrics", true)
+	if m[`shellctl_egress_requests_total{decision="intercepted"}`] < 1 || m[`shellctl_egress_substitutions_total{result="done"}`] < 1 {
+		t.Errorf("egress metrics did not count: %v", m)
+	}
+	if r := cli(t, s, dir, "", "prepare", "--session", "s-cli", "--delete"); r.code != 0 || !strings.Contains(r.stdout, "removed 1") {
+		t.Errorf("shellctl prepare --delete: %s", r)
+	}
+	egNoValue(t, s, []string{caOut}, egValue)
 }

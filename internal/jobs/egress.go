@@ -3,6 +3,8 @@ package jobs
 // The egress proxy's part in a job (spec egress.md): its variables in the
 // job's environment, and which credentials the record says it could use.
 
+import "encoding/json"
+
 // Egress is the credential proxy as the job service sees it (nil: off).
 type Egress interface {
 	// JobEnv returns the job's placeholder variables, its proxy and CA
@@ -37,4 +39,16 @@ func (s *Service) egressEnv(req RunRequest, id string) (placeholders, proxy map[
 		refs = []EgressRef{}
 	}
 	return placeholders, proxy, &RecordEgress{Policy: s.cfg.Egress.Policy(), Proxy: s.cfg.Egress.Addr(), Credentials: refs}
+}
+
+// egressJSON is rec as the row keeps it ("" for none).
+func egressJSON(rec *RecordEgress) string {
+	if rec == nil {
+		return ""
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

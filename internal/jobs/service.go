@@ -378,7 +378,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	}
 	home := dirs.homeName
 	j.key = NewID() + NewID()
-	placeholders, proxyEnv, _ := s.egressEnv(req, j.id)
+	placeholders, proxyEnv, egressRec := s.egressEnv(req, j.id)
 	spec := &runner.Spec{
 		ID: j.id, StateDir: s.cfg.StateDir, Dir: j.dir, Mode: req.Mode, Argv: argv, ControlKey: j.key,
 		Env: isolation.BuildEnv(isolation.EnvInput{
@@ -402,7 +402,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	ir := s.takeIdle()
 	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now, ControlKey: j.key,
 		Home: home, EnvNames: envNames(req.Env), Limits: s.askedLimits(),
-		IdempotencyKey: req.IdempotencyKey, IdempotencyFP: req.IdempotencyFP}
+		IdempotencyKey: req.IdempotencyKey, IdempotencyFP: req.IdempotencyFP, Egress: egressJSON(egressRec)}
 	if req.Mode == "pty" {
 		row.Cols, row.Rows = req.Cols, req.Rows
 	}

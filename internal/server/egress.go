@@ -12,6 +12,7 @@ import (
 	"github.com/shellctl/shellctl/internal/egress"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
+	"github.com/shellctl/shellctl/internal/metrics"
 )
 
 // ownListeners is the addresses of the server's listeners, filled in once
@@ -89,4 +90,38 @@ func egressForJobs(p *egress.Proxy) jobs.Egress {
 		return nil
 	}
 	return jobsEgress{p}
+}
+
+// registerEgressMetrics exposes p's counters.
+func registerEgressMetrics(m *metrics.Metrics, p *egress.Proxy) {
+	if p == nil {
+		return
+	}
+	c := p.Counters()
+	m.RegisterEgress(metrics.EgressCounters{
+		Requests: map[string]func() int64{
+			"intercepted": c.Intercepted.Load, "tunnelled": c.Tunnelled.Load,
+			"forwarded": c.Forwarded.Load, "refused": c.Refused.Load,
+		},
+		Substitutions: map[string]func() int64{"done": c.Substitutions.Load, "refused": c.SubstitutionRefuse.Load},
+	})
+}
+
+// InfoEgress is GET /v1/info's egress: whether the proxy runs, where, its
+// policy and its CA's fingerprint (never a credential).
+type InfoEgress struct {
+	Enabled      bool     `json:"enabled"`
+	Proxy        string   `json:"proxy,omitempty"`
+	Policy       string   `json:"policy,omitempty"`
+	CASHA256     string   `json:"ca_sha256,omitempty"`
+	CAOut        string   `json:"ca_out,omitempty"`
+	AllowDomains []string `json:"allow_domains,omitempty"`
+}
+
+func egressInfo(p *egress.Proxy, cfg *Config) *InfoEgress {
+	if p == nil {
+		return &InfoEgress{}
+	}
+	return &InfoEgress{Enabled: true, Proxy: p.Addr(), Policy: p.Policy(), CASHA256: p.Fingerprint(),
+		CAOut: p.CAOut(), AllowDomains: cfg.Egress.AllowDomains}
 }

@@ -245,6 +245,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	m.RegisterGauges(metrics.Gauges{JobsRunning: svc.Running, JobsLive: svc.Live, WarmRunners: svc.WarmRunners})
+	registerEgressMetrics(m, eg)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		svc.Close()
@@ -291,7 +292,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
-	h.Info = infoFunc(newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started), st)
+	base := newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started)
+	base.Egress = egressInfo(eg, &cfg)
+	h.Info = infoFunc(base, st)
 	mcpStop := make(chan struct{})
 	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
 	s := &Server{egress: eg}

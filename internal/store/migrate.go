@@ -65,6 +65,9 @@ var migrations = []string{
 	CREATE TRIGGER jobs_input_keys_gone AFTER DELETE ON jobs BEGIN
 		DELETE FROM input_keys WHERE job_id = OLD.id;
 	END;`,
+	// 5 → 6: the egress proxy as the job got it (JSON: policy, proxy
+	// address, the credentials' provider/name; never a value).
+	`ALTER TABLE jobs ADD COLUMN egress TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the version this build writes.
