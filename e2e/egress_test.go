@@ -610,3 +610,23 @@ func TestEgressRecordInfoMetricsCLI(t *testing.T) {
 	}
 	egNoValue(t, s, []string{caOut}, egValue)
 }
+
+// TestEgressRefusesSecretsJobsCanRead: serve refuses a CA key directory or
+// a credentials file inside a path jobs read (their HOME here).
+func TestEgressRefusesSecretsJobsCanRead(t *testing.T) {
+	home := t.TempDir()
+	creds := filepath.Join(home, "creds.json")
+	os.WriteFile(creds, []byte("["+egCred("p", "n", "v", "X-K", "", "a.test")+"]"), 0o600)
+	for flag, val := range map[string]string{"--egress-ca-dir": filepath.Join(home, "ca"), "--egress-credentials-file": creds} {
+		cmd := exec.Command(filepath.Join(binDir, "shellctl"), "serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(t.TempDir(), "state"),
+			"--egress-proxy", "127.0.0.1:0", "--egress-ca-out", filepath.Join(t.TempDir(), "out"), flag, val)
+		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "which jobs can read") {
+			t.Errorf("serve %s %s in the jobs' HOME: %v %s", flag, val, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, "ca", "ca-key.pem")); err == nil {
+		t.Errorf("the CA key was written where jobs read")
+	}
+}

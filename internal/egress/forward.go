@@ -179,6 +179,10 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, out *http.Request, c client, ho
 		if out.Context().Err() != nil {
 			return // the job went away
 		}
+		if len(pairs) > 0 {
+			// An error may quote the request (its URL): never a value.
+			err = &scrubbedErr{msg: scrubString(err.Error(), pairs), err: err}
+		}
 		p.dialErr(w, c, out.URL.Host, err)
 		return
 	}
@@ -219,3 +223,13 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, out *http.Request, c client, ho
 		}
 	}
 }
+
+// scrubbedErr is err with its message scrubbed of values; errors.Is and
+// errors.As still see err.
+type scrubbedErr struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedErr) Error() string { return e.msg }
+func (e *scrubbedErr) Unwrap() error { return e.err }

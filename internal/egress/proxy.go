@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // Policies (--egress).
@@ -41,6 +43,10 @@ const (
 	// tunnelIdle: a tunnel with no byte either way for this long is
 	// closed, so a job cannot hold proxy goroutines forever.
 	tunnelIdle = 10 * time.Minute
+	// maxConns bounds the proxy's connections from jobs (each holds a
+	// descriptor, and a tunnel or an interception two): more wait in the
+	// kernel's backlog, so jobs cannot take the server's descriptors.
+	maxConns = 1024
 )
 
 // Config is the configuration of the proxy, every default filled in by
@@ -189,7 +195,7 @@ func Start(cfg Config) (*Proxy, error) {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	go func() { _ = p.srv.Serve(ln) }()
+	go func() { _ = p.srv.Serve(netutil.LimitListener(ln, maxConns)) }()
 	log.Info("egress proxy listening", "addr", self, "policy", cfg.Policy, "ca_out", p.caOut,
 		"ca_sha256", ca.Fingerprint(), "system_credentials", len(p.system))
 	return p, nil

@@ -31,6 +31,7 @@ type scrubReader struct {
 	keep  int // longest value - 1
 	in    []byte
 	out   []byte
+	buf   []byte
 	eof   bool
 	err   error
 }
@@ -52,9 +53,11 @@ func (s *scrubReader) Read(p []byte) (int, error) {
 			s.emit(len(s.in), true)
 			continue
 		}
-		buf := make([]byte, scrubChunk)
-		n, err := s.r.Read(buf)
-		s.in = append(s.in, buf[:n]...)
+		if s.buf == nil {
+			s.buf = make([]byte, scrubChunk)
+		}
+		n, err := s.r.Read(s.buf)
+		s.in = append(s.in, s.buf[:n]...)
 		if err != nil {
 			s.eof, s.err = true, err
 			continue

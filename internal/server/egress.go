@@ -7,12 +7,15 @@ package server
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/shellctl/shellctl/internal/egress"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobs"
 	"github.com/shellctl/shellctl/internal/metrics"
+	"github.com/shellctl/shellctl/internal/statedir"
 )
 
 // ownListeners is the addresses of the server's listeners, filled in once
@@ -43,6 +46,9 @@ func startEgress(cfg *Config, policy *isolation.Policy, own *ownListeners) (*egr
 	if cfg.Egress.Policy == egress.PolicyProxyOnly && !policy.Enabled {
 		return nil, errors.New("--egress=proxy-only is enforced by each job's Landlock domain, and path isolation is off (" + isolation.EnvEnablePathIsolation + "=false): turn isolation on, or use --egress=open")
 	}
+	if err := checkEgressSecretsHidden(cfg, policy); err != nil {
+		return nil, err
+	}
 	ec := cfg.Egress
 	ec.StateDir = cfg.StateDir
 	ec.Logger = cfg.Logger
@@ -66,6 +72,64 @@ func startEgress(cfg *Config, policy *isolation.Policy, own *ownListeners) (*egr
 		policy.NetConnectTCP = append([]uint16{p.Port()}, p.AllowPorts()...)
 	}
 	return p, nil
+}
+
+// checkEgressSecretsHidden refuses a CA key directory or a credentials
+// file that jobs could read: inside a path of their read-only or
+// read-write lists, their HOME or the workspace root (a root job's
+// CAP_DAC_OVERRIDE reads a 0600 file all the same). It refuses as well a
+// CA output directory inside the state dir, which no job may reach.
+func checkEgressSecretsHidden(cfg *Config, policy *isolation.Policy) error {
+	if !policy.Enabled {
+		return nil // no walls to keep: isolation is off
+	}
+	readable := map[string]string{cfg.Home: "the server's $HOME (every job's default HOME and cwd)"}
+	if cfg.WorkspaceRoot != "" {
+		readable[cfg.WorkspaceRoot] = "--workspace-root"
+	}
+	ro := policy.RO
+	if len(ro) == 0 {
+		ro = isolation.DefaultRO
+	}
+	for _, p := range ro {
+		readable[p] = "the jobs' read-only path"
+	}
+	for _, p := range policy.RW {
+		readable[p] = "the jobs' read-write path"
+	}
+	for flag, path := range map[string]string{"--egress-ca-dir": cfg.Egress.CADir, "--egress-credentials-file": cfg.Egress.CredentialsFile} {
+		if path == "" {
+			continue
+		}
+		real := resolvedPath(path)
+		for p, what := range readable {
+			if p != "" && statedir.Within(real, resolvedPath(p)) {
+				return fmt.Errorf("%s %s lies inside %s %s, which jobs can read: keep it where no job reaches (e.g. beside the state dir)", flag, path, what, p)
+			}
+		}
+	}
+	if out := cfg.Egress.CAOut; out != "" {
+		if state := resolvedPath(cfg.StateDir); statedir.Within(resolvedPath(out), state) {
+			return fmt.Errorf("--egress-ca-out %s lies inside the state dir %s, which no job may reach: give a directory outside it", out, cfg.StateDir)
+		}
+	}
+	return nil
+}
+
+// resolvedPath is path absolute with its links resolved, as far as it
+// exists (a file not made yet is judged by its directory).
+func resolvedPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(r, filepath.Base(abs))
+	}
+	return abs
 }
 
 // jobsEgress adapts the proxy to the job service's interface.
