@@ -289,7 +289,7 @@ echo "python: $(python3 -c 'import os,urllib.request;print(urllib.request.urlope
 if command -v wget >/dev/null; then echo "wget: $(wget -q --ca-certificate="$SSL_CERT_FILE" -O - "$URL/wget" 2>&1)"; fi
 echo "git: $(git ls-remote "$URL/repo.git" 2>&1)"
 echo "env: $(env | grep -c 'ghp_')"
-echo "environ: $(tr '\0' '\n' </proc/self/environ | grep -c 'ghp_')"
+echo "environ: $(cat /proc/self/environ | tr '\0' '\n' | grep -c 'ghp_') of $(cat /proc/self/environ | tr '\0' '\n' | grep -c '^SECRET_GITHUB_TOKEN=__secret:github/token__$')"
 echo "ph: $SECRET_GITHUB_TOKEN"
 `
 
@@ -325,7 +325,7 @@ func TestEgressRealClientsGetTheValueOnlyUpstream(t *testing.T) {
 					t.Errorf("%s: the upstream saw Authorization %q", path, got)
 				}
 			}
-			for _, want := range []string{"curl: {", "python: {", "Bearer __secret:github/token__", "refs/heads/main", "env: 0", "environ: 0", "ph: __secret:github/token__"} {
+			for _, want := range []string{"curl: {", "python: {", "Bearer __secret:github/token__", "refs/heads/main", "env: 0", "environ: 0 of 1", "ph: __secret:github/token__"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
@@ -629,4 +629,40 @@ func TestEgressRefusesSecretsJobsCanRead(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "ca", "ca-key.pem")); err == nil {
 		t.Errorf("the CA key was written where jobs read")
 	}
+}
+
+// TestEgressJobCannotTakeAnotherSessionsKey: a job of no session looks
+// for another job's proxy key in /proc/*/environ (and cmdline) while that
+// job of session s-b runs, and tries to use it: it finds none, and the
+// upstream never sees s-b's value on its behalf.
+func TestEgressJobCannotTakeAnotherSessionsKey(t *testing.T) {
+	u := egStartUpstream(t)
+	s, _ := egServer(t, u)
+	s.egPrepare(t, "s-b", egCred("github", "token", egValue, "Authorization", "Bearer {{.Value}}", "api.github.com"))
+	victim, err := s.c.Run(ctx(t), client.RunRequest{Script: "echo ready; sleep 60", Mode: "stdio", SessionID: "s-b", Timeout: 5})
+	if err != nil || !strings.Contains(victim.Output, "ready") {
+		t.Fatalf("victim: %v %+v", err, victim)
+	}
+	script := `
+found=""
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do
+  k=$(cat "$f" 2>/dev/null | tr '\0' '\n' | grep -o 'http://s-b:[^@]*@[^ ]*' | head -1)
+  if [ -n "$k" ]; then found="$k"; break; fi
+done
+echo "found: ${found:-none}"
+echo "own: $(cat /proc/self/environ | tr '\0' '\n' | grep -c 'http://_:[^@]*@')"
+if [ -n "$found" ]; then curl -sS -x "$found" -o /dev/null "https://api.github.com:$PORT/stolen"; fi
+echo done
+`
+	_, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Env: map[string]string{"PORT": u.port}})
+	if !strings.Contains(out, "own: 4") {
+		t.Fatalf("the scan does not find a key where one is (its own four proxy variables):\n%s", out)
+	}
+	if !strings.Contains(out, "found: none") {
+		t.Errorf("a job read another session's proxy key:\n%s", out)
+	}
+	if seen := u.saw("/stolen"); len(seen) != 0 && seen[0].Header.Get("Authorization") == "Bearer "+egValue {
+		t.Errorf("another session's credential was used by a job of no session")
+	}
+	s.c.Terminate(ctx(t), victim.JobID, 0)
 }
