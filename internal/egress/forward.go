@@ -207,16 +207,22 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, out *http.Request, c client, ho
 			h.Del("Content-Length")
 		}
 	}
+	// As httputil.ReverseProxy does: an answer of unknown length or an
+	// event stream goes to the job write by write; one of known length
+	// is written as the buffers fill.
+	stream := resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 64<<10)
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
-			_ = rc.Flush()
+			if stream {
+				_ = rc.Flush()
+			}
 		}
 		if err != nil {
 			return

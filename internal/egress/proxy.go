@@ -22,8 +22,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // Policies (--egress).
@@ -172,6 +170,10 @@ func Start(cfg Config) (*Proxy, error) {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   15 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// Larger than the 4 KiB default: a download through an
+		// interception is copied through these.
+		ReadBufferSize:  64 << 10,
+		WriteBufferSize: 64 << 10,
 	}
 	if err := p.writeCA(); err != nil {
 		return nil, err
@@ -195,7 +197,7 @@ func Start(cfg Config) (*Proxy, error) {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	go func() { _ = p.srv.Serve(netutil.LimitListener(ln, maxConns)) }()
+	go func() { _ = p.srv.Serve(newLimitListener(ln, maxConns)) }()
 	log.Info("egress proxy listening", "addr", self, "policy", cfg.Policy, "ca_out", p.caOut,
 		"ca_sha256", ca.Fingerprint(), "system_credentials", len(p.system))
 	return p, nil
@@ -627,33 +629,73 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, c client, target 
 	pipe(conn, up)
 }
 
-// pipe copies both ways until either side ends or both are idle for
-// tunnelIdle.
+// pipe copies both ways until either side ends or is idle for
+// tunnelIdle. Between two TCP sockets io.Copy splices in the kernel (the
+// bytes never come up to the proxy); the idle deadline is renewed
+// between slices of at most tunnelSlice. Closing closes a and b
+// themselves, which frees their place under the connection cap.
 func pipe(a, b net.Conn) {
 	var once sync.Once
 	closeBoth := func() { once.Do(func() { a.Close(); b.Close() }) }
 	cp := func(dst, src net.Conn) {
 		defer closeBoth()
-		buf := make([]byte, 64<<10)
 		for {
 			_ = src.SetReadDeadline(time.Now().Add(tunnelIdle))
-			n, err := src.Read(buf)
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
-					_ = tc.CloseWrite()
-					return
-				}
+			n, err := io.Copy(dst, io.LimitReader(src, tunnelSlice))
+			if err != nil || n < tunnelSlice {
 				return
 			}
 		}
 	}
-	go cp(a, b)
-	cp(b, a)
+	ra, rb := rawConn(a), rawConn(b)
+	go cp(ra, rb)
+	cp(rb, ra)
+}
+
+// tunnelSlice is how much a tunnel copies between two renewals of its
+// idle deadline.
+const tunnelSlice = 64 << 20
+
+// rawConn is the socket under the connection cap's wrapper, so that
+// copies between two TCP sockets can splice.
+func rawConn(c net.Conn) net.Conn {
+	if lc, ok := c.(*limitConn); ok {
+		return lc.Conn
+	}
+	return c
+}
+
+// limitListener accepts at most n connections at once; more wait in the
+// kernel's backlog until one closes.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // prefixConn is a connection whose first bytes were already read.
