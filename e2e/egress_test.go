@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +48,9 @@ const (
 // request with what it saw (headers and query) as JSON, and serves a git
 // smart-HTTP ref advertisement.
 type egUpstream struct {
-	srv    *httptest.Server
+	// release ends the /sse answer's wait (closed by the test).
+	release chan struct{}
+	srv     *httptest.Server
 	port   string
 	caFile string
 	mu     sync.Mutex
@@ -84,7 +87,7 @@ func egStartUpstream(t *testing.T) *egUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &egUpstream{caFile: filepath.Join(dir, "upstream-ca.pem")}
+	u := &egUpstream{caFile: filepath.Join(dir, "upstream-ca.pem"), release: make(chan struct{})}
 	if err := os.WriteFile(u.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +104,18 @@ func (u *egUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.seen = append(u.seen, s)
 	u.mu.Unlock()
+	if r.URL.Path == "/sse" {
+		// An event stream: the first event, then a wait for the test.
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one "+r.Header.Get("Authorization")+"\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-u.release:
+		case <-time.After(30 * time.Second):
+		}
+		io.WriteString(w, "data: two\n\n")
+		return
+	}
 	if strings.HasSuffix(r.URL.Path, "/info/refs") && r.URL.Query().Get("service") == "git-upload-pack" {
 		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
 		pkt := func(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
@@ -665,4 +680,51 @@ echo done
 		t.Errorf("another session's credential was used by a job of no session")
 	}
 	s.c.Terminate(ctx(t), victim.JobID, 0)
+}
+
+// TestEgressStreamsAndSandboxID: an intercepted event stream reaches the
+// job event by event (scrubbed), not when the upstream ends; a run with
+// Dify's sandbox_id is a job of that session.
+func TestEgressStreamsAndSandboxID(t *testing.T) {
+	u := egStartUpstream(t)
+	s, _ := egServer(t, u)
+	s.egPrepare(t, "sb-9", egCred("github", "token", egValue, "Authorization", "Bearer {{.Value}}", "api.github.com"))
+	body := fmt.Sprintf(`{"script":"curl -sSN https://api.github.com:%s/sse | head -1","mode":"stdio","sandbox_id":"sb-9","timeout":25}`, u.port)
+	start := time.Now()
+	code, out := s.egDo(t, http.MethodPost, "/v1/jobs/run", body)
+	took := time.Since(start)
+	close(u.release)
+	// The answer comes once output went idle: the first event is in it
+	// while the upstream still holds the stream open.
+	if code != 200 || !strings.Contains(out, `data: one Bearer __secret:github/token__`) {
+		t.Fatalf("run with sandbox_id: %d %s", code, out)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the first event came after %v: the stream was held until the upstream ended", took)
+	}
+	if seen := u.saw("/sse"); len(seen) != 1 || seen[0].Header.Get("Authorization") != "Bearer "+egValue {
+		t.Errorf("the upstream saw %+v", seen)
+	}
+}
+
+// TestEgressStableCA: with --egress-ca-dir the CA, and so its fingerprint
+// in GET /v1/info, is the same after a restart.
+func TestEgressStableCA(t *testing.T) {
+	u := egStartUpstream(t)
+	s, _ := egServer(t, u, "--egress-ca-dir", filepath.Join(t.TempDir(), "ca"))
+	fp := func() string {
+		_, info, _ := s.get(t, s.URL+"/v1/info", true, nil)
+		var in struct {
+			Egress struct {
+				CASHA256 string `json:"ca_sha256"`
+			} `json:"egress"`
+		}
+		json.Unmarshal([]byte(info), &in)
+		return in.Egress.CASHA256
+	}
+	before := fp()
+	s.restart(syscall.SIGTERM)
+	if after := fp(); before == "" || after != before {
+		t.Errorf("CA fingerprint %q before a restart, %q after", before, after)
+	}
 }

@@ -103,3 +103,28 @@ func TestScrubReaderSplitValues(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubReaderHoldsOnlyAPossibleValue: what cannot start a value is
+// given out at once (a stream's event is not held for the next one); the
+// start of a value is held until it is known.
+func TestScrubReaderHoldsOnlyAPossibleValue(t *testing.T) {
+	pairs := []pair{{[]byte("SECRETVALUE"), []byte("__secret:a/b__")}}
+	pr, pw := io.Pipe()
+	sr := newScrubReader(pr, pairs)
+	go pw.Write([]byte("data: SECRETVALUE\n\n"))
+	buf := make([]byte, 100)
+	n, err := sr.Read(buf)
+	if err != nil || string(buf[:n]) != "data: __secret:a/b__\n\n" {
+		t.Fatalf("first read %q, %v", buf[:n], err)
+	}
+	go pw.Write([]byte("x SECRETV"))
+	n, _ = sr.Read(buf)
+	if string(buf[:n]) != "x " {
+		t.Fatalf("read %q, want only what cannot start the value", buf[:n])
+	}
+	go func() { pw.Write([]byte("ALUE!")); pw.Close() }()
+	rest, _ := io.ReadAll(sr)
+	if string(rest) != "__secret:a/b__!" {
+		t.Fatalf("rest %q", rest)
+	}
+}

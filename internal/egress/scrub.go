@@ -23,8 +23,11 @@ func scrubString(s string, pairs []pair) string {
 }
 
 // scrubReader copies r with every value replaced by its placeholder,
-// also a value split across two reads: it holds back the last
-// longest-value-minus-one bytes until it knows no value starts there.
+// also a value split across two reads: it holds back the end of what it
+// has read only when that end could be the start of a value, until it
+// knows. (Holding back a fixed length would delay a stream's event until
+// the next one: a value never holds a line break, so an event that ends
+// with one goes out whole.)
 type scrubReader struct {
 	r     io.ReadCloser
 	pairs []pair
@@ -62,7 +65,7 @@ func (s *scrubReader) Read(p []byte) (int, error) {
 			s.eof, s.err = true, err
 			continue
 		}
-		if safe := len(s.in) - s.keep; safe > 0 {
+		if safe := len(s.in) - s.partial(); safe > 0 {
 			s.emit(safe, false)
 		}
 	}
@@ -98,6 +101,21 @@ func (s *scrubReader) emit(upTo int, final bool) {
 		i = len(s.in)
 	}
 	s.in = append(s.in[:0], s.in[i:]...)
+}
+
+// partial is the length of the longest end of s.in that is the start of
+// some value (a value not yet whole), 0 when there is none.
+func (s *scrubReader) partial() int {
+	from := max(len(s.in)-s.keep, 0)
+	for p := from; p < len(s.in); p++ {
+		tail := s.in[p:]
+		for _, pr := range s.pairs {
+			if len(tail) < len(pr.value) && bytes.HasPrefix(pr.value, tail) {
+				return len(tail)
+			}
+		}
+	}
+	return 0
 }
 
 func (s *scrubReader) Close() error { return s.r.Close() }
