@@ -51,10 +51,10 @@ type egUpstream struct {
 	// release ends the /sse answer's wait (closed by the test).
 	release chan struct{}
 	srv     *httptest.Server
-	port   string
-	caFile string
-	mu     sync.Mutex
-	seen   []egSeen
+	port    string
+	caFile  string
+	mu      sync.Mutex
+	seen    []egSeen
 }
 
 type egSeen struct {
