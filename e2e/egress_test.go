@@ -300,6 +300,7 @@ func TestEgressPrepareDifyShape(t *testing.T) {
 const egClients = `
 set +e
 echo "curl: $(curl -sS -H 'X-Query-Echo: 1' "$URL/curl?k=v")"
+echo "hdr: $(curl -sS -o /dev/null -D - "$URL/hdr" | grep -i '^x-echo-authorization' | tr -d '\r')"
 echo "python: $(python3 -c 'import os,urllib.request;print(urllib.request.urlopen(os.environ["URL"]+"/python").read().decode())' 2>&1)"
 if command -v wget >/dev/null; then echo "wget: $(wget -q --ca-certificate="$SSL_CERT_FILE" -O - "$URL/wget" 2>&1)"; fi
 echo "git: $(git ls-remote "$URL/repo.git" 2>&1)"
@@ -340,7 +341,7 @@ func TestEgressRealClientsGetTheValueOnlyUpstream(t *testing.T) {
 					t.Errorf("%s: the upstream saw Authorization %q", path, got)
 				}
 			}
-			for _, want := range []string{"curl: {", "python: {", "Bearer __secret:github/token__", "refs/heads/main", "env: 0", "environ: 0 of 1", "ph: __secret:github/token__"} {
+			for _, want := range []string{"curl: {", "python: {", "Bearer __secret:github/token__", "refs/heads/main", "hdr: X-Echo-Authorization: Bearer __secret:github/token__", "env: 0", "environ: 0 of 1", "ph: __secret:github/token__"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
