@@ -498,8 +498,14 @@ func (p *Proxy) refuse(w http.ResponseWriter, status int, code, msg string, extr
 	_, _ = io.WriteString(w, b.String())
 }
 
+// audit logs one decision: refusals as warnings (seen without -v), the
+// rest at info. Never a value: credentials by provider/name only.
 func (p *Proxy) audit(decision string, c client, host string, attrs ...any) {
-	p.log.Info("egress", append([]any{"decision", decision, "session", c.sessionLabel(), "job", c.job, "host", host}, attrs...)...)
+	level := slog.LevelInfo
+	if decision == "refused" {
+		level = slog.LevelWarn
+	}
+	p.log.Log(context.Background(), level, "egress", append([]any{"decision", decision, "session", c.sessionLabel(), "job", c.job, "host", host}, attrs...)...)
 }
 
 // dialErr answers a failed connection to an upstream.
