@@ -628,17 +628,21 @@ func TestEgressRecordInfoMetricsCLI(t *testing.T) {
 }
 
 // TestEgressRefusesSecretsJobsCanRead: serve refuses a CA key directory or
-// a credentials file inside a path jobs read (their HOME here).
+// a credentials file inside a path jobs read (their HOME here), and a CA
+// bundle directory inside one they write.
 func TestEgressRefusesSecretsJobsCanRead(t *testing.T) {
 	home := t.TempDir()
 	creds := filepath.Join(home, "creds.json")
 	os.WriteFile(creds, []byte("["+egCred("p", "n", "v", "X-K", "", "a.test")+"]"), 0o600)
-	for flag, val := range map[string]string{"--egress-ca-dir": filepath.Join(home, "ca"), "--egress-credentials-file": creds} {
-		cmd := exec.Command(filepath.Join(binDir, "shellctl"), "serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(t.TempDir(), "state"),
-			"--egress-proxy", "127.0.0.1:0", "--egress-ca-out", filepath.Join(t.TempDir(), "out"), flag, val)
+	for flag, val := range map[string]string{"--egress-ca-dir": filepath.Join(home, "ca"), "--egress-credentials-file": creds, "--egress-ca-out": filepath.Join(home, "out")} {
+		args := []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(t.TempDir(), "state"), "--egress-proxy", "127.0.0.1:0"}
+		if flag != "--egress-ca-out" {
+			args = append(args, "--egress-ca-out", filepath.Join(t.TempDir(), "out"))
+		}
+		cmd := exec.Command(filepath.Join(binDir, "shellctl"), append(args, flag, val)...)
 		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
 		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "which jobs can read") {
+		if err == nil || !strings.Contains(string(out), "which jobs can") {
 			t.Errorf("serve %s %s in the jobs' HOME: %v %s", flag, val, err, out)
 		}
 	}

@@ -109,8 +109,22 @@ func checkEgressSecretsHidden(cfg *Config, policy *isolation.Policy) error {
 		}
 	}
 	if out := cfg.Egress.CAOut; out != "" {
-		if state := resolvedPath(cfg.StateDir); statedir.Within(resolvedPath(out), state) {
+		real := resolvedPath(out)
+		if state := resolvedPath(cfg.StateDir); statedir.Within(real, state) {
 			return fmt.Errorf("--egress-ca-out %s lies inside the state dir %s, which no job may reach: give a directory outside it", out, cfg.StateDir)
+		}
+		// Every job trusts the bundle there: no job may write it.
+		writable := map[string]string{cfg.Home: "the server's $HOME (every job's default HOME and cwd)"}
+		if cfg.WorkspaceRoot != "" {
+			writable[cfg.WorkspaceRoot] = "--workspace-root"
+		}
+		for _, p := range policy.RW {
+			writable[p] = "the jobs' read-write path"
+		}
+		for p, what := range writable {
+			if p != "" && statedir.Within(real, resolvedPath(p)) {
+				return fmt.Errorf("--egress-ca-out %s lies inside %s %s, which jobs can write: every job trusts the bundle there, so give a directory no job can write", out, what, p)
+			}
 		}
 	}
 	return nil
