@@ -18,7 +18,7 @@ import (
 
 var recordKeys = []string{"job_id", "status", "done", "exit_code", "signal", "reason", "message", "mode", "stdin", "cwd", "home",
 	"terminal", "session_id", "env_names", "created_at", "started_at", "ended_at", "output_bytes", "stderr_bytes",
-	"output_complete", "input_wait", "screen_available", "pid", "pgid", "isolation", "limits", "usage", "idempotency_key"}
+	"output_complete", "input_wait", "screen_available", "pid", "pgid", "isolation", "limits", "usage", "idempotency_key", "egress"}
 
 type recLimits struct {
 	RuntimeMS   *int64 `json:"runtime_ms"`

@@ -289,4 +289,5 @@ func addClientCommands(root *cobra.Command) {
 	root.AddCommand(runCmd(cf), logsCmd(cf), attachCmd(cf), psCmd(cf), inspectCmd(cf), killCmd(cf),
 		rmCmd(cf), waitCmd(cf), inputCmd(cf), tailCmd(cf), statusCmd(cf), terminateCmd(cf), snapshotCmd(cf),
 		screenCmd(cf), keysCmd(cf)) // screen.go
+	root.AddCommand(prepareCmd(cf)) // prepare.go
 }

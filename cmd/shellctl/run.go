@@ -179,6 +179,7 @@ not start).`,
 	f.StringVar(&req.Cwd, "cwd", "", "working directory of the job (default: yours)")
 	f.StringArrayVarP(&env, "env", "e", nil, "NAME=VALUE for the job's environment, or NAME for your value of NAME (repeatable)")
 	f.StringVar(&req.SessionID, "session-id", "", "session id stored with the job")
+	f.StringVar(&req.SessionID, "session", "", "the job's session: its egress credentials (shellctl prepare) and id stored with the job")
 	f.BoolVarP(&detach, "detach", "d", false, "print the job id and return once the job runs")
 	f.BoolVarP(&interactive, "interactive", "i", false, "attach your terminal: type to the job (pty); with --mode stdio, pipe your stdin to it")
 	f.BoolVar(&stdio, "stdio", false, "same as --mode stdio")

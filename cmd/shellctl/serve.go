@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/api"
+	"github.com/shellctl/shellctl/internal/egress"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/server"
 	"github.com/shellctl/shellctl/internal/statedir"
@@ -207,6 +208,18 @@ func serveCmd() *cobra.Command {
 	_ = f.MarkHidden("pprof")
 	// What a job keeps of root's powers (docs/security.md).
 	f.StringVar(&cfg.JobCapabilities, "job-capabilities", strings.Join(isolation.DefaultJobCapabilities, ","), "capabilities a job of a root server keeps (comma-separated names, CAP_ optional), or none; every other one is dropped before the job starts")
+	// The egress credential proxy (docs/egress.md).
+	f.StringVar(&cfg.Egress.Listen, "egress-proxy", os.Getenv("SHELLCTL_EGRESS_PROXY_LISTEN"), "run the egress credential proxy on this address (e.g. 127.0.0.1:18080; default $SHELLCTL_EGRESS_PROXY_LISTEN; off when empty): jobs hold placeholders, the proxy puts the values into HTTPS requests to the credentials' domains")
+	f.StringVar(&cfg.Egress.Policy, "egress", egress.PolicyOpen, "egress policy: open (the proxy is offered through the jobs' variables) or proxy-only (Landlock lets jobs connect to the proxy's port and --egress-allow-port ports only; needs Landlock ABI 4)")
+	f.StringVar(&cfg.Egress.CADir, "egress-ca-dir", "", "keep the proxy's CA (certificate and key) in this 0700 directory, for a CA stable across restarts (default: a new CA in memory at each start)")
+	f.StringVar(&cfg.Egress.CAOut, "egress-ca-out", "", "directory for the CA certificate and the jobs' CA bundle, read-only to every job (default "+egress.DefaultCAOut+" when writable, else <state dir>-egress)")
+	f.StringVar(&cfg.Egress.UpstreamCA, "egress-upstream-ca", "", "PEM file of more CAs the proxy trusts for upstream servers (private CAs)")
+	f.StringVar(&cfg.Egress.HostsFile, "egress-hosts", "", "hosts-file lines naming addresses for host names, looked up by the proxy before DNS")
+	f.BoolVar(&cfg.Egress.AllowPrivate, "egress-allow-private", false, "let the proxy connect to loopback, link-local (cloud metadata), private and unspecified addresses (never to the server's own listeners)")
+	f.StringSliceVar(&cfg.Egress.AllowDomains, "egress-allow-domains", nil, "hosts (exact or *.suffix) the proxy connects to; others get 403 (default: every host)")
+	f.StringSliceVar(&cfg.Egress.NoProxy, "egress-no-proxy", nil, "hosts added to the jobs' NO_PROXY after localhost,127.0.0.1,::1")
+	f.Var(portsFlag{&cfg.Egress.AllowPorts}, "egress-allow-port", "with --egress=proxy-only, TCP ports jobs may also connect to directly (local dev servers), comma-separated or repeated")
+	f.StringVar(&cfg.Egress.CredentialsFile, "egress-credentials-file", "", "JSON array of credentials for every job (the system tier), read once at start")
 	f.StringVar(&cfg.JobSeccomp, "job-seccomp", "default", "the job's seccomp filter: default (refuses namespaces, mounts, keyrings, BPF, perf events, module loading, clock changes, resource calls on other processes, ...) or off")
 	return c
 }
@@ -237,6 +250,31 @@ func (f durationFlag) Set(s string) error {
 		return fmt.Errorf("%q is not a number of seconds or a duration such as 90s", s)
 	}
 	*f.d = d
+	return nil
+}
+
+// portsFlag takes TCP ports, comma-separated or repeated.
+type portsFlag struct{ p *[]uint16 }
+
+func (f portsFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	s := make([]string, len(*f.p))
+	for i, p := range *f.p {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ",")
+}
+func (f portsFlag) Type() string { return "ports" }
+func (f portsFlag) Set(s string) error {
+	for part := range strings.SplitSeq(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(part), 10, 16)
+		if err != nil || n == 0 {
+			return fmt.Errorf("%q is not a TCP port (1..65535)", part)
+		}
+		*f.p = append(*f.p, uint16(n))
+	}
 	return nil
 }
 

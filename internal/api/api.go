@@ -44,6 +44,9 @@ type Server struct {
 	Info func(context.Context) (any, error)
 	// MCP serves /mcp, the MCP Streamable HTTP transport (nil: 404).
 	MCP http.Handler
+	// Egress is the credential proxy's session tier (prepare.go; nil:
+	// off, PUT /v1/prepare answers 409).
+	Egress Egress
 
 	budgetOnce sync.Once
 	sem        *semaphore.Weighted
@@ -266,6 +269,9 @@ func (s *Server) routes() *http.ServeMux {
 	authed("/v1/jobs/{id}/screen", byID(http.MethodGet, s.screen))
 	authed("/v1/jobs/{id}/keys", byID(http.MethodPost, s.keys))
 	authed("/v1/jobs/{id}/log/tail", byID(http.MethodGet, s.tail))
+	// The egress proxy's session tier (prepare.go).
+	authed("/v1/prepare", only(s.prepare, http.MethodPut))
+	authed("/v1/prepare/{session_id}", only(s.unprepare, http.MethodDelete))
 	return m
 }
 

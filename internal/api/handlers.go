@@ -120,6 +120,8 @@ type runBody struct {
 	} `json:"terminal"`
 	SessionID *string `json:"session_id"`
 	Stdin     *string `json:"stdin"` // pipes.go
+	// SandboxID is Dify's other name for session_id (egress.md).
+	SandboxID *string `json:"sandbox_id"`
 	waitFields
 	script    int // bigAbsent, bigString, bigNull
 	scriptLen int64
@@ -193,6 +195,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			}
 			req.Rows = *rr
 		}
+	}
+	if b.SessionID == nil {
+		b.SessionID = b.SandboxID
 	}
 	if b.SessionID != nil {
 		if !validSessionID(*b.SessionID) {

@@ -57,6 +57,7 @@ var groups = []group{
 	{"screen", "screen answer time", benchScreen},
 	{"mcp", "MCP tool-call overhead over /v1", benchMCP},
 	{"memory", "memory per running job", benchJobMemory},
+	{"egress", "egress proxy: request and download, intercepted and tunnelled, vs direct", benchEgress},
 	{"snapshot", "snapshot save and restore", benchSnapshot},
 }
 

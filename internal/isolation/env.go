@@ -22,6 +22,12 @@ type EnvInput struct {
 	Cwd string
 	// PTY forces TERM=xterm-256color.
 	PTY bool
+	// Placeholders are the egress proxy's credential placeholder
+	// variables (egress.md), set after Request; Proxy its proxy and CA
+	// variables, set after them so that neither a request nor a
+	// credential's env_name can point the job at another proxy or CA.
+	Placeholders map[string]string
+	Proxy        map[string]string
 }
 
 // InheritNoneNames are the only server variables a job sees with
@@ -222,6 +228,13 @@ func BuildEnv(in EnvInput) []string {
 			continue
 		}
 		m[k] = v
+	}
+	for _, layer := range []map[string]string{in.Placeholders, in.Proxy} {
+		for k, v := range layer {
+			if validEnvEntry(k, v) == nil {
+				m[k] = v
+			}
+		}
 	}
 	if in.Cwd != "" {
 		m["TMPDIR"], m["TMP"], m["TEMP"] = in.Cwd, in.Cwd, in.Cwd

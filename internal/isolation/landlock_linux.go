@@ -279,8 +279,9 @@ type rulesetAttr struct {
 // and hands it to enforce: restrictThread for a stage's job (the thread
 // that then execs it), a keeper for the direct start's child
 // (directDomain), a no-op for the stage's rehearsal (rehearse), which so
-// runs every step of a job's domain but the last. Network access is not
-// handled (see docs/security.md).
+// runs every step of a job's domain but the last. Network access is
+// handled only under the egress proxy's proxy-only policy
+// (landlock_net_linux.go).
 func buildDomain(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) error) (Applied, error) {
 	var a Applied
 	abi, errata, err := detectABI()
@@ -292,6 +293,10 @@ func buildDomain(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) 
 		return a, fmt.Errorf("kernel reports Landlock ABI %d", abi)
 	}
 	handled := handledFSForABI(abi)
+	net, err := handledNet(cfg, abi)
+	if err != nil {
+		return a, err
+	}
 	scoped, note := scopedForABI(abi, errata)
 	if note != "" {
 		a.Notes = append(a.Notes, note)
@@ -300,8 +305,11 @@ func buildDomain(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) 
 	p := planRules(cfg, handled, cwdFD, homeFD)
 	defer p.close()
 
-	attr := rulesetAttr{handledAccessFS: handled, scoped: scoped}
-	size := unsafe.Sizeof(attr.handledAccessFS) // ABI 1-5 layout
+	attr := rulesetAttr{handledAccessFS: handled, handledAccessNet: net, scoped: scoped}
+	size := unsafe.Sizeof(attr.handledAccessFS) // ABI 1-3 layout
+	if net != 0 {
+		size = unsafe.Offsetof(attr.scoped) // ABI 4-5 layout
+	}
 	if scoped != 0 {
 		size = unsafe.Sizeof(attr)
 	}
@@ -319,6 +327,13 @@ func buildDomain(cfg *JobConfig, cwdFD, homeFD int, enforce func(rulesetFD int) 
 		if e != 0 {
 			return a, fmt.Errorf("landlock_add_rule %s (%v): %w", rl.path, accessNames(rl.access), e)
 		}
+	}
+
+	if net != 0 {
+		if err := addNetRules(rulesetFD, cfg.Policy.NetConnectTCP); err != nil {
+			return a, err
+		}
+		a.Notes = append(a.Notes, netNote(cfg.Policy.NetConnectTCP))
 	}
 
 	if err := enforce(rulesetFD); err != nil {

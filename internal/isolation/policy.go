@@ -28,6 +28,11 @@ type Policy struct {
 	// RWDev is the read-write device list; empty means DefaultRWDev. The
 	// job's own terminal is always added.
 	RWDev []string `json:"rw_dev,omitempty"`
+	// NetRestrict makes the domain handle TCP connect and bind (Landlock
+	// ABI 4): only the NetConnectTCP ports may be connected to, and no
+	// port bound. It is the egress proxy's proxy-only policy.
+	NetRestrict   bool     `json:"net_restrict,omitempty"`
+	NetConnectTCP []uint16 `json:"net_connect_tcp,omitempty"`
 }
 
 // DefaultRO are the read-only + execute paths of the spec. Those that do not

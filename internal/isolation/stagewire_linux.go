@@ -8,7 +8,9 @@ package isolation
 // A request is the protocol byte (StageProtocol), a flag byte, the failure code (4 bytes,
 // little-endian), then the strings Fail, Cwd, Home, Script, TTY and
 // ForceFail, then the lists Argv, Env, RW, RO and RWDev, then the walls:
-// KeepCaps (8 bytes, little-endian) and the seccomp program (a string). A
+// KeepCaps (8 bytes, little-endian) and the seccomp program (a string),
+// then the policy's NetConnectTCP ports (a count, 4 bytes, and 2 bytes
+// each; flagNetRestrict says whether they apply). A
 // string is its length (4 bytes) and its bytes; a list its count (4
 // bytes) and its strings.
 //
@@ -37,7 +39,7 @@ import (
 // encoding: TestStageWireIsProtocol fails until it is): a runner and a
 // stage of different builds then refuse each other's requests openly (a
 // StageProtocolError) instead of reading them wrong.
-const StageProtocol = 2
+const StageProtocol = 3
 
 // StageProtocolError: the stage and the runner were built with different
 // StageProtocols (a shellctl-stage from another build beside the runner).
@@ -58,6 +60,7 @@ const (
 	flagPolicyEnabled
 	flagLimitCaps
 	flagNewIPC
+	flagNetRestrict
 )
 
 // encodeStageRequest is req in the stage's wire format.
@@ -79,6 +82,9 @@ func encodeStageRequest(req *stageRequest) []byte {
 	if c.Walls.NewIPC {
 		flags |= flagNewIPC
 	}
+	if c.Policy.NetRestrict {
+		flags |= flagNetRestrict
+	}
 	b := make([]byte, 0, 512+len(c.Walls.Seccomp))
 	b = append(b, StageProtocol, flags)
 	b = binary.LittleEndian.AppendUint32(b, uint32(req.FailCode))
@@ -93,7 +99,12 @@ func encodeStageRequest(req *stageRequest) []byte {
 	}
 	b = binary.LittleEndian.AppendUint64(b, c.Walls.KeepCaps)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Walls.Seccomp)))
-	return append(b, c.Walls.Seccomp...)
+	b = append(b, c.Walls.Seccomp...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Policy.NetConnectTCP)))
+	for _, p := range c.Policy.NetConnectTCP {
+		b = binary.LittleEndian.AppendUint16(b, p)
+	}
+	return b
 }
 
 func appendWireString(b []byte, s string) []byte {
@@ -167,7 +178,7 @@ func decodeStageRequest(b []byte) (*stageRequest, error) {
 		return nil, errors.New("stage request cut short")
 	}
 	flags := b[1]
-	if flags&^(flagTTY|flagHasHome|flagPolicyEnabled|flagLimitCaps|flagNewIPC) != 0 {
+	if flags&^(flagTTY|flagHasHome|flagPolicyEnabled|flagLimitCaps|flagNewIPC|flagNetRestrict) != 0 {
 		return nil, fmt.Errorf("stage request: unknown flags %#x", flags)
 	}
 	r := &wireReader{b: b[2:]}
@@ -176,6 +187,7 @@ func decodeStageRequest(b []byte) (*stageRequest, error) {
 	c.Policy.Enabled = flags&flagPolicyEnabled != 0
 	c.Walls.LimitCaps = flags&flagLimitCaps != 0
 	c.Walls.NewIPC = flags&flagNewIPC != 0
+	c.Policy.NetRestrict = flags&flagNetRestrict != 0
 	req.FailCode = int(int32(r.u32()))
 	for _, p := range []*string{&req.Fail, &c.Cwd, &c.Home, &c.Script, &c.TTY, &c.ForceFail} {
 		*p = r.str()
@@ -186,6 +198,17 @@ func decodeStageRequest(b []byte) (*stageRequest, error) {
 	c.Walls.KeepCaps = r.u64()
 	if prog := r.str(); prog != "" {
 		c.Walls.Seccomp = []byte(prog)
+	}
+	if n := r.u32(); r.err == nil && n > 0 {
+		if uint64(n) > uint64(len(r.b)/2) {
+			r.err = fmt.Errorf("stage request: %d ports with %d bytes left", n, len(r.b))
+		} else {
+			c.Policy.NetConnectTCP = make([]uint16, n)
+			for i := range c.Policy.NetConnectTCP {
+				c.Policy.NetConnectTCP[i] = binary.LittleEndian.Uint16(r.b[2*i:])
+			}
+			r.b = r.b[2*n:]
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("stage request: %d bytes past its end", len(r.b))

@@ -171,11 +171,11 @@ func FuzzDecodeStageRequest(f *testing.F) {
 // the bytes here. (A stage and a runner of different builds then refuse
 // each other openly instead of reading each other wrong.)
 func TestStageWireIsProtocol(t *testing.T) {
-	const protocol = 2
+	const protocol = 3
 	wantFields := map[string][]string{
 		"stageRequest": {"Config", "TTY", "HasHome", "Fail", "FailCode"},
 		"JobConfig":    {"Argv", "Env", "Cwd", "Home", "Script", "TTY", "Policy", "ForceFail", "Walls"},
-		"Policy":       {"Enabled", "RW", "RO", "RWDev"},
+		"Policy":       {"Enabled", "RW", "RO", "RWDev", "NetRestrict", "NetConnectTCP"},
 		"Walls":        {"LimitCaps", "KeepCaps", "Seccomp", "NewIPC"},
 	}
 	for _, v := range []any{stageRequest{}, JobConfig{}, Policy{}, Walls{}} {
@@ -191,16 +191,16 @@ func TestStageWireIsProtocol(t *testing.T) {
 	}
 	req := &stageRequest{
 		Config: JobConfig{Argv: []string{"a"}, Env: []string{"E=1", "F=2"}, Cwd: "c", Home: "h", Script: "s", TTY: "t",
-			Policy: Policy{Enabled: true, RW: []string{"w"}, RO: []string{"r"}, RWDev: []string{"d"}}, ForceFail: "x",
+			Policy: Policy{Enabled: true, RW: []string{"w"}, RO: []string{"r"}, RWDev: []string{"d"}, NetRestrict: true, NetConnectTCP: []uint16{18080, 3000}}, ForceFail: "x",
 			Walls: Walls{LimitCaps: true, KeepCaps: 0x1_0000_0003, Seccomp: []byte{9, 8}, NewIPC: true}},
 		TTY: true, HasHome: true, Fail: "f", FailCode: 125,
 	}
-	const want = "021f" + "7d000000" +
+	const want = "033f" + "7d000000" +
 		"0100000066" + "0100000063" + "0100000068" + "0100000073" + "0100000074" + "0100000078" +
 		"01000000" + "0100000061" +
 		"02000000" + "03000000453d31" + "03000000463d32" +
 		"01000000" + "0100000077" + "01000000" + "0100000072" + "01000000" + "0100000064" +
-		"0300000001000000" + "02000000" + "0908"
+		"0300000001000000" + "02000000" + "0908" + "02000000" + "a046" + "b80b"
 	got := hex.EncodeToString(encodeStageRequest(req))
 	if got != want || StageProtocol != protocol {
 		t.Fatalf("protocol %d (this test holds %d) encodes\n %s\nwas\n %s\nthe wire changed: bump StageProtocol and update this test", StageProtocol, protocol, got, want)

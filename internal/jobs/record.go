@@ -62,6 +62,9 @@ type Record struct {
 	Limits          RecordLimits  `json:"limits"`
 	Usage           *runner.Usage `json:"usage"`
 	IdempotencyKey  *string       `json:"idempotency_key"`
+	// Egress is the egress proxy as the job got it (egress.go; null:
+	// the proxy was off).
+	Egress *RecordEgress `json:"egress"`
 }
 
 // Terminal is a pty job's terminal size.
@@ -302,6 +305,12 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 	}
 	if row.IdempotencyKey != "" {
 		rec.IdempotencyKey = &row.IdempotencyKey
+	}
+	if row.Egress != "" {
+		var e RecordEgress
+		if json.Unmarshal([]byte(row.Egress), &e) == nil {
+			rec.Egress = &e
+		}
 	}
 	if row.EnvNames != "" {
 		_ = json.Unmarshal([]byte(row.EnvNames), &rec.EnvNames)

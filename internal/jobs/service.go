@@ -79,6 +79,9 @@ type Config struct {
 	GCInterval  time.Duration
 	GCRetention time.Duration
 
+	// Egress is the credential proxy (egress.go; nil: off).
+	Egress Egress
+
 	Logger *slog.Logger
 	// Metrics is fed the jobs' starts, ends and output (nil: none).
 	Metrics *metrics.Metrics
@@ -383,11 +386,13 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	}
 	home := dirs.homeName
 	j.key = NewID() + NewID()
+	placeholders, proxyEnv, egressRec := s.egressEnv(req, j.id)
 	spec := &runner.Spec{
 		ID: j.id, StateDir: s.cfg.StateDir, Dir: j.dir, Mode: req.Mode, Argv: argv, ControlKey: j.key,
 		Env: isolation.BuildEnv(isolation.EnvInput{
 			ServerEnv: s.cfg.ServerEnv, InheritNone: s.cfg.InheritNone, Request: req.Env,
 			Home: home, Cwd: cwd, PTY: req.Mode == "pty",
+			Placeholders: placeholders, Proxy: proxyEnv,
 		}),
 		Cwd: cwd, Home: dirs.homeReal, Cols: req.Cols, Rows: req.Rows,
 		Policy:             s.cfg.Policy,
@@ -406,7 +411,8 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 	ir := s.takeIdle()
 	row := &store.Job{ID: j.id, Mode: req.Mode, Cwd: cwd, SessionID: req.SessionID, CreatedAt: now, ControlKey: j.key,
 		Home: home, EnvNames: envNames(req.Env), Limits: s.askedLimits(),
-		IdempotencyKey: req.IdempotencyKey, IdempotencyFP: req.IdempotencyFP, Stdin: req.Stdin}
+		IdempotencyKey: req.IdempotencyKey, IdempotencyFP: req.IdempotencyFP, Stdin: req.Stdin,
+		Egress: egressJSON(egressRec)}
 	if req.Mode == "pty" {
 		row.Cols, row.Rows = req.Cols, req.Rows
 	}

@@ -24,6 +24,17 @@ func rlist(r *rand.Rand) []string {
 	return l
 }
 
+func rports(r *rand.Rand) []uint16 {
+	if r.IntN(3) == 0 {
+		return nil
+	}
+	l := []uint16{}
+	for n := r.IntN(4); n > 0; n-- {
+		l = append(l, uint16(r.IntN(65536)))
+	}
+	return l
+}
+
 // A spec encoding/json wrote is read by hand exactly as encoding/json
 // reads it.
 func TestDecodeSpecIsEncodingJSON(t *testing.T) {
@@ -31,7 +42,8 @@ func TestDecodeSpecIsEncodingJSON(t *testing.T) {
 	for i := 0; i < 3000; i++ {
 		in := Spec{ID: rstr(r), StateDir: rstr(r), Dir: rstr(r), Mode: rstr(r), ControlKey: rstr(r), Argv: rlist(r), Env: rlist(r),
 			Cwd: rstr(r), Home: rstr(r), Cols: r.IntN(500), Rows: r.IntN(500),
-			Policy:             isolation.Policy{Enabled: r.IntN(2) == 0, RW: rlist(r), RO: rlist(r), RWDev: rlist(r)},
+			Policy: isolation.Policy{Enabled: r.IntN(2) == 0, RW: rlist(r), RO: rlist(r), RWDev: rlist(r),
+				NetRestrict: r.IntN(2) == 0, NetConnectTCP: rports(r)},
 			ForceIsolationFail: rstr(r), MaxOutputBytes: r.Int64N(1 << 40),
 			Walls: isolation.Walls{LimitCaps: r.IntN(2) == 0, KeepCaps: uint64(r.Int64N(1 << 62)), NewIPC: r.IntN(2) == 0}}
 		if p := rstr(r); p != "" {

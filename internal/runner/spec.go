@@ -131,6 +131,24 @@ func decodeSpec(b []byte) (*Spec, error) {
 					return list(&p.RO)
 				case "rw_dev":
 					return list(&p.RWDev)
+				case "net_restrict":
+					if r.Null() {
+						return true
+					}
+					v, ok := r.Bool()
+					p.NetRestrict = v
+					return ok
+				case "net_connect_tcp":
+					if r.Null() {
+						p.NetConnectTCP = nil
+						return true
+					}
+					p.NetConnectTCP = []uint16{}
+					return r.Array(func() bool {
+						n, ok := r.Int(64)
+						p.NetConnectTCP = append(p.NetConnectTCP, uint16(n))
+						return ok && n >= 0 && n <= 65535
+					})
 				}
 				return r.Skip()
 			})

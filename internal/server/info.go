@@ -34,6 +34,8 @@ type Info struct {
 	UptimeSeconds float64          `json:"uptime_seconds"`
 	Jobs          map[string]int64 `json:"jobs"`
 	AuthRequired  bool             `json:"auth_required"`
+	// Egress is the egress credential proxy (egress.go).
+	Egress *InfoEgress `json:"egress"`
 }
 
 // Kernel is uname(2).

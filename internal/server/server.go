@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/api"
+	"github.com/shellctl/shellctl/internal/egress"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobpeer"
 	"github.com/shellctl/shellctl/internal/jobs"
@@ -90,6 +91,10 @@ type Config struct {
 	AllowedHosts    []string
 	AllowedOrigins  []string
 
+	// Egress is the credential proxy's configuration (egress.md; off
+	// without Egress.Listen).
+	Egress egress.Config
+
 	Environ []string // the server's environment
 	Getenv  func(string) string
 	Logger  *slog.Logger
@@ -114,6 +119,7 @@ type Server struct {
 	metricsHTTP *http.Server
 	metricsLn   net.Listener
 	hostCheck   api.HostCheck
+	egress      *egress.Proxy
 }
 
 // Start opens everything and starts listening.
@@ -196,8 +202,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	started := time.Now()
+	own := &ownListeners{}
+	eg, err := startEgress(&cfg, &policy, own)
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(ctx, cfg.StateDir)
 	if err != nil {
+		eg.Close()
 		return nil, err
 	}
 	m := metrics.New()
@@ -225,16 +237,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		GCRetention:        cfg.GCRetention,
 		Logger:             log,
 		Metrics:            m,
+		Egress:             egressForJobs(eg),
 	}, st)
 	if err != nil {
 		st.Close()
+		eg.Close()
 		return nil, err
 	}
 	m.RegisterGauges(metrics.Gauges{JobsRunning: svc.Running, JobsLive: svc.Live, WarmRunners: svc.WarmRunners})
+	registerEgressMetrics(m, eg)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		svc.Close()
 		st.Close()
+		eg.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	var metricsLn net.Listener
@@ -243,6 +259,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			ln.Close()
 			svc.Close()
 			st.Close()
+			eg.Close()
 			return nil, fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
 		}
 	}
@@ -261,6 +278,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:  log,
 		Metrics: m,
 	}
+	if eg != nil {
+		h.Egress = eg
+		own.add(ln.Addr().String())
+		if metricsLn != nil {
+			own.add(metricsLn.Addr().String())
+		}
+	}
 	maxConns := cfg.MaxConnections
 	if lim := fdLimit(); maxConns > 0 && lim > 0 && uint64(maxConns) > lim/2 {
 		// Connections may take at most half the descriptors: the rest are
@@ -268,10 +292,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
-	h.Info = infoFunc(newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started), st)
+	base := newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started)
+	base.Egress = egressInfo(eg, &cfg)
+	h.Info = infoFunc(base, st)
 	mcpStop := make(chan struct{})
 	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)
-	s := &Server{}
+	s := &Server{egress: eg}
 	if !cfg.AllowJobClients {
 		gc := jobpeer.Config{RunnerComm: filepath.Base(cfg.RunnerPath)}
 		if cg.Mode == proctree.KindCgroup2 {
@@ -337,6 +363,7 @@ func (s *Server) shutdownHTTP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
+	_ = s.egress.Close()
 	if s.metricsHTTP != nil {
 		_ = s.metricsHTTP.Shutdown(ctx)
 	}

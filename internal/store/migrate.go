@@ -69,6 +69,9 @@ var migrations = []string{
 	// it was a pipe for input, '' otherwise (/dev/null, or a pty job's
 	// terminal).
 	`ALTER TABLE jobs ADD COLUMN stdin TEXT NOT NULL DEFAULT '';`,
+	// 6 → 7: the egress proxy as the job got it (JSON: policy, proxy
+	// address, the credentials' provider/name; never a value).
+	`ALTER TABLE jobs ADD COLUMN egress TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the version this build writes.

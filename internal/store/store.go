@@ -96,6 +96,8 @@ type Job struct {
 	IdempotencyFP  string
 	// Stdin is "pipe" for a stdio job run with a stdin pipe, else "".
 	Stdin string
+	// Egress is JSON of the egress proxy as the job got it ("" = off).
+	Egress string
 }
 
 // Store is an open database.
@@ -169,7 +171,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup, home, cols, rows, env_names, limits, limits_applied, pgid, usage, idempotency_key, idempotency_fp, stdin`
+const jobColumns = `id, seq, status, exit_code, mode, cwd, session_id, created_at, started_at, ended_at, reason, signal, runner_pid, pid, isolation, control_key, cgroup, home, cols, rows, env_names, limits, limits_applied, pgid, usage, idempotency_key, idempotency_fp, stdin, egress`
 
 // listColumns are what a listing shows of a job (List, GetMany): reading
 // only these is most of a 200-job list's cost saved (every column read is
@@ -195,7 +197,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	s.stmtGet = p(`SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`)
 	s.stmtGetMany = p(`SELECT ` + listColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC`)
-	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key, home, cols, rows, env_names, limits, idempotency_key, idempotency_fp, stdin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	s.stmtInsert = p(`INSERT INTO jobs (id, status, mode, cwd, session_id, created_at, runner_pid, control_key, home, cols, rows, env_names, limits, idempotency_key, idempotency_fp, stdin, egress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	s.stmtRunner = p(`UPDATE jobs SET runner_pid = ? WHERE id = ? AND status IN ('created','starting')`)
 	s.stmtStarting = p(`UPDATE jobs SET status = 'starting', runner_pid = ? WHERE id = ? AND status = 'created'`)
 	s.stmtRunning = p(`UPDATE jobs SET status = 'running', pid = ?, started_at = ?, isolation = ?, cgroup = ?, pgid = ?, limits_applied = ? WHERE id = ? AND status IN ('created','starting')`)
@@ -230,7 +232,7 @@ func scanJob(sc interface{ Scan(...any) error }) (*Job, error) {
 	var key sql.NullString
 	if err := sc.Scan(&j.ID, &j.Seq, &j.Status, &exit, &j.Mode, &j.Cwd, &j.SessionID, &created, &started, &ended,
 		&j.Reason, &j.Signal, &j.RunnerPID, &j.PID, &j.Isolation, &j.ControlKey, &j.Cgroup,
-		&j.Home, &j.Cols, &j.Rows, &j.EnvNames, &j.Limits, &j.LimitsApplied, &j.Pgid, &j.Usage, &key, &j.IdempotencyFP, &j.Stdin); err != nil {
+		&j.Home, &j.Cols, &j.Rows, &j.EnvNames, &j.Limits, &j.LimitsApplied, &j.Pgid, &j.Usage, &key, &j.IdempotencyFP, &j.Stdin, &j.Egress); err != nil {
 		return nil, err
 	}
 	j.CreatedAt = time.Unix(0, created).UTC()
@@ -251,7 +253,7 @@ func (s *Store) Insert(ctx context.Context, j *Job) error {
 		status = StatusStarting
 	}
 	_, err := s.stmtInsert.ExecContext(ctx, j.ID, status, j.Mode, j.Cwd, j.SessionID, j.CreatedAt.UnixNano(), j.RunnerPID, j.ControlKey,
-		j.Home, j.Cols, j.Rows, j.EnvNames, j.Limits, strOrNil(j.IdempotencyKey), j.IdempotencyFP, j.Stdin)
+		j.Home, j.Cols, j.Rows, j.EnvNames, j.Limits, strOrNil(j.IdempotencyKey), j.IdempotencyFP, j.Stdin, j.Egress)
 	if err != nil {
 		if j.IdempotencyKey != "" && isUnique(err) {
 			return fmt.Errorf("insert job %s: %w", j.ID, ErrKeyTaken)
