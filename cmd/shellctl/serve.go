@@ -206,6 +206,9 @@ func serveCmd() *cobra.Command {
 	// What a job keeps of root's powers (docs/security.md).
 	f.StringVar(&cfg.JobCapabilities, "job-capabilities", strings.Join(isolation.DefaultJobCapabilities, ","), "capabilities a job of a root server keeps (comma-separated names, CAP_ optional), or none; every other one is dropped before the job starts")
 	f.StringVar(&cfg.JobSeccomp, "job-seccomp", "default", "the job's seccomp filter: default (refuses namespaces, mounts, keyrings, BPF, perf events, module loading, clock changes, resource calls on other processes, ...) or off")
+	// The file routes (docs/files.md).
+	f.StringArrayVar(&cfg.FileRoots, "file-root", nil, "a directory the file routes (/v1/files) may reach besides Home and --workspace-root (repeatable); the state dir stays out of reach")
+	f.Var(sizeFlag{&cfg.MaxFileBytes}, "max-file-bytes", "largest file a PUT /v1/files/content writes, e.g. 1GiB (default 1GiB); more: 413, nothing written")
 	return c
 }
 

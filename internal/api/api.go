@@ -44,6 +44,8 @@ type Server struct {
 	Info func(context.Context) (any, error)
 	// MCP serves /mcp, the MCP Streamable HTTP transport (nil: 404).
 	MCP http.Handler
+	// Files serves /v1/files/* (internal/files; nil: 404).
+	Files http.Handler
 
 	budgetOnce sync.Once
 	sem        *semaphore.Weighted
@@ -266,6 +268,7 @@ func (s *Server) routes() *http.ServeMux {
 	authed("/v1/jobs/{id}/screen", byID(http.MethodGet, s.screen))
 	authed("/v1/jobs/{id}/keys", byID(http.MethodPost, s.keys))
 	authed("/v1/jobs/{id}/log/tail", byID(http.MethodGet, s.tail))
+	s.fileRoutes(authed)
 	return m
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/api"
+	"github.com/shellctl/shellctl/internal/files"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobpeer"
 	"github.com/shellctl/shellctl/internal/jobs"
@@ -76,6 +77,12 @@ type Config struct {
 	BodyReadTimeout   time.Duration // 0 = none
 	IdleTimeout       time.Duration // 0 = none
 	MaxConnections    int           // 0 = no cap
+
+	// FileRoots (--file-root) are roots of the file routes besides Home
+	// and the workspace root; MaxFileBytes (--max-file-bytes) bounds a
+	// PUT (0: files.DefaultMaxFileBytes).
+	FileRoots    []string
+	MaxFileBytes int64
 
 	// MetricsListen, when set, serves GET /metrics on its own address,
 	// without auth (for a scraper on a private network).
@@ -268,6 +275,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
+	fileRoots := append([]string(nil), cfg.FileRoots...)
+	if cfg.WorkspaceRoot != "" {
+		fileRoots = append(fileRoots, cfg.WorkspaceRoot)
+	}
+	fsvc, err := files.New(files.Config{Home: cfg.Home, Roots: fileRoots, StateDir: cfg.StateDir, MaxFileBytes: cfg.MaxFileBytes, Logger: log})
+	if err != nil {
+		ln.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		svc.Close()
+		st.Close()
+		return nil, err
+	}
+	h.Files = fsvc
 	h.Info = infoFunc(newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started), st)
 	mcpStop := make(chan struct{})
 	h.MCP = mcpHandler(h, cfg.Token, log, mcpStop)

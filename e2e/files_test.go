@@ -1,0 +1,452 @@
+package e2e
+
+// The file routes (/v1/files/*, docs/files.md) on a real server: each
+// route's happy path and errors, PUT's atomicity and size, and the
+// attacks a hostile job can make on a server that reads and writes its
+// Home: links out of it, "..", a directory swapped for a link to / in a
+// loop, FIFOs, sockets and devices, and the state dir under a root.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+// fresp is one answer of a file route.
+type fresp struct {
+	code int
+	body []byte
+	hdr  http.Header
+}
+
+func (r fresp) errCode() string {
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &e)
+	return e.Error.Code
+}
+
+func (r fresp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("answer %d %q is not JSON: %v", r.code, r.body, err)
+	}
+}
+
+// fcall sends one request to a file route; q is the query (path=...).
+func fcall(t *testing.T, s *server, method, route string, q url.Values, body io.Reader, hdr map[string]string) fresp {
+	t.Helper()
+	u := s.URL + route
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx(t), method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read: %v", method, u, err)
+	}
+	return fresp{code: resp.StatusCode, body: b, hdr: resp.Header}
+}
+
+func qp(kv ...string) url.Values {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Set(kv[i], kv[i+1])
+	}
+	return v
+}
+
+func fjson(t *testing.T, s *server, route string, body any) fresp {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	return fcall(t, s, "POST", route, nil, bytes.NewReader(b), map[string]string{"Content-Type": "application/json"})
+}
+
+func want(t *testing.T, what string, r fresp, code int, errCode string) {
+	t.Helper()
+	if r.code != code || (errCode != "" && r.errCode() != errCode) {
+		t.Errorf("%s: %d %s, want %d %s", what, r.code, bytes.TrimSpace(r.body), code, errCode)
+	}
+}
+
+func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+func fileSha(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("read %s: %v", p, err)
+	}
+	return sha(b)
+}
+
+// jobDo runs script as a job in Home and wants exit 0.
+func jobDo(t *testing.T, s *server, script string) string {
+	t.Helper()
+	res, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
+	if code(res) != 0 {
+		t.Fatalf("job %q: exit %d, output %q", script, code(res), out)
+	}
+	return out
+}
+
+func TestFilesRoutes(t *testing.T) {
+	s := startServer(t, serverOpts{token: "t0ken", args: []string{"--max-file-bytes", "64KiB"}})
+	h := s.Home
+
+	// PUT: 201 new, 200 replaced; sha256 and size of what was written.
+	r := fcall(t, s, "PUT", "/v1/files/content", qp("path", "a.txt"), strings.NewReader("hello world\n"), nil)
+	want(t, "PUT new", r, 201, "")
+	var put struct {
+		Path, Sha256 string
+		Size         int64
+	}
+	r.json(t, &put)
+	if put.Path != filepath.Join(h, "a.txt") || put.Size != 12 || put.Sha256 != sha([]byte("hello world\n")) {
+		t.Errorf("PUT answer %+v", put)
+	}
+	if b, _ := os.ReadFile(filepath.Join(h, "a.txt")); string(b) != "hello world\n" {
+		t.Errorf("file holds %q", b)
+	}
+	want(t, "PUT replace", fcall(t, s, "PUT", "/v1/files/content", qp("path", h+"/a.txt"), strings.NewReader("hello there\n"), nil), 200, "")
+	want(t, "PUT mode", fcall(t, s, "PUT", "/v1/files/content", qp("path", "m.sh", "mode", "0750"), strings.NewReader("#!/bin/sh\n"), nil), 201, "")
+	if st, err := os.Stat(filepath.Join(h, "m.sh")); err != nil || st.Mode().Perm() != 0o750 {
+		t.Errorf("PUT mode=0750: %v %v", st.Mode(), err)
+	}
+	want(t, "PUT into a missing dir", fcall(t, s, "PUT", "/v1/files/content", qp("path", "x/y/z.txt"), strings.NewReader("z"), nil), 404, "not_found")
+	want(t, "PUT mkdirs", fcall(t, s, "PUT", "/v1/files/content", qp("path", "x/y/z.txt", "mkdirs", "true"), strings.NewReader("z"), nil), 201, "")
+	want(t, "PUT over a directory", fcall(t, s, "PUT", "/v1/files/content", qp("path", "x"), strings.NewReader("z"), nil), 409, "not_a_regular_file")
+	want(t, "PUT bad mode", fcall(t, s, "PUT", "/v1/files/content", qp("path", "q", "mode", "rwx"), strings.NewReader("z"), nil), 400, "invalid_request")
+	// Over --max-file-bytes, announced or not: 413, nothing left behind.
+	big := bytes.Repeat([]byte("b"), 65*1024)
+	want(t, "PUT too large", fcall(t, s, "PUT", "/v1/files/content", qp("path", "big"), bytes.NewReader(big), nil), 413, "too_large")
+	want(t, "PUT too large, chunked", fcall(t, s, "PUT", "/v1/files/content", qp("path", "big"), io.MultiReader(bytes.NewReader(big)), nil), 413, "too_large")
+	ents, _ := os.ReadDir(h)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "big") || strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("a refused PUT left %s behind", e.Name())
+		}
+	}
+
+	// GET: bytes, ETag, one Range (206), 416, If-Match on PUT (412).
+	r = fcall(t, s, "GET", "/v1/files/content", qp("path", "a.txt"), nil, nil)
+	want(t, "GET", r, 200, "")
+	if string(r.body) != "hello there\n" || r.hdr.Get("Content-Type") != "application/octet-stream" || r.hdr.Get("ETag") == "" {
+		t.Errorf("GET: %q %v", r.body, r.hdr)
+	}
+	tag := r.hdr.Get("ETag")
+	r = fcall(t, s, "GET", "/v1/files/content", qp("path", "a.txt"), nil, map[string]string{"Range": "bytes=6-10"})
+	if r.code != 206 || string(r.body) != "there" {
+		t.Errorf("Range 6-10: %d %q", r.code, r.body)
+	}
+	want(t, "Range outside", fcall(t, s, "GET", "/v1/files/content", qp("path", "a.txt"), nil, map[string]string{"Range": "bytes=100-"}), 416, "")
+	want(t, "two ranges", fcall(t, s, "GET", "/v1/files/content", qp("path", "a.txt"), nil, map[string]string{"Range": "bytes=0-1,3-4"}), 416, "range_not_satisfiable")
+	want(t, "GET a directory", fcall(t, s, "GET", "/v1/files/content", qp("path", "x"), nil, nil), 409, "not_a_regular_file")
+	want(t, "GET missing", fcall(t, s, "GET", "/v1/files/content", qp("path", "nope"), nil, nil), 404, "not_found")
+	want(t, "GET no path", fcall(t, s, "GET", "/v1/files/content", nil, nil, nil), 400, "invalid_path")
+	want(t, "PUT If-Match stale", fcall(t, s, "PUT", "/v1/files/content", qp("path", "a.txt"), strings.NewReader("x"), map[string]string{"If-Match": `"1-2-3"`}), 412, "precondition_failed")
+	want(t, "PUT If-None-Match existing", fcall(t, s, "PUT", "/v1/files/content", qp("path", "a.txt"), strings.NewReader("x"), map[string]string{"If-None-Match": "*"}), 412, "precondition_failed")
+	want(t, "PUT If-Match missing file", fcall(t, s, "PUT", "/v1/files/content", qp("path", "nofile"), strings.NewReader("x"), map[string]string{"If-Match": tag}), 412, "precondition_failed")
+	if b, _ := os.ReadFile(filepath.Join(h, "a.txt")); string(b) != "hello there\n" {
+		t.Errorf("a refused PUT changed the file: %q", b)
+	}
+	want(t, "PUT If-Match current", fcall(t, s, "PUT", "/v1/files/content", qp("path", "a.txt"), strings.NewReader("v3\n"), map[string]string{"If-Match": tag}), 200, "")
+	want(t, "PUT If-None-Match new", fcall(t, s, "PUT", "/v1/files/content", qp("path", "new.txt"), strings.NewReader("n"), map[string]string{"If-None-Match": "*"}), 201, "")
+
+	// stat, follow or not.
+	if err := os.Symlink("a.txt", filepath.Join(h, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Type, Mode string
+		Size       int64
+	}
+	r = fcall(t, s, "GET", "/v1/files/stat", qp("path", "lnk"), nil, nil)
+	want(t, "stat follow", r, 200, "")
+	if r.json(t, &st); st.Type != "file" || st.Size != 3 || st.Mode != "0644" {
+		t.Errorf("stat lnk: %s", r.body)
+	}
+	r = fcall(t, s, "GET", "/v1/files/stat", qp("path", "lnk", "follow", "false"), nil, nil)
+	if r.code != 200 || !strings.Contains(string(r.body), `"type":"symlink"`) || !strings.Contains(string(r.body), `"link_target":"a.txt"`) {
+		t.Errorf("stat follow=false: %d %s", r.code, r.body)
+	}
+	want(t, "stat missing", fcall(t, s, "GET", "/v1/files/stat", qp("path", "nope"), nil, nil), 404, "not_found")
+	want(t, "stat bad follow", fcall(t, s, "GET", "/v1/files/stat", qp("path", "a.txt", "follow", "maybe"), nil, nil), 400, "invalid_request")
+
+	// list: sorted, limit, hidden.
+	for _, n := range []string{"c", "b", ".hid"} {
+		os.WriteFile(filepath.Join(h, "x", n), nil, 0o644)
+	}
+	var ls struct {
+		Entries []struct{ Name, Type string }
+		Truncated bool
+	}
+	r = fcall(t, s, "GET", "/v1/files/list", qp("path", "x"), nil, nil)
+	r.json(t, &ls)
+	names := []string{}
+	for _, e := range ls.Entries {
+		names = append(names, e.Name+":"+e.Type)
+	}
+	if got := strings.Join(names, ","); got != ".hid:file,b:file,c:file,y:dir" || ls.Truncated {
+		t.Errorf("list x: %s (truncated %v)", got, ls.Truncated)
+	}
+	r = fcall(t, s, "GET", "/v1/files/list", qp("path", "x", "limit", "2", "hidden", "false"), nil, nil)
+	ls.Entries = nil
+	r.json(t, &ls)
+	if len(ls.Entries) != 2 || ls.Entries[0].Name != "b" || !ls.Truncated {
+		t.Errorf("list limit 2 hidden=false: %s", r.body)
+	}
+	want(t, "list a file", fcall(t, s, "GET", "/v1/files/list", qp("path", "a.txt"), nil, nil), 409, "not_a_directory")
+	want(t, "list limit", fcall(t, s, "GET", "/v1/files/list", qp("path", "x", "limit", "10001"), nil, nil), 400, "invalid_request")
+
+	// edit: ok, no match, ambiguous (count), replace_all, not text.
+	os.WriteFile(filepath.Join(h, "e.txt"), []byte("one two two three\n"), 0o600)
+	r = fjson(t, s, "/v1/files/edit", map[string]any{"path": "e.txt", "old_text": "one", "new_text": "1"})
+	want(t, "edit", r, 200, "")
+	if b, _ := os.ReadFile(filepath.Join(h, "e.txt")); string(b) != "1 two two three\n" || !strings.Contains(string(r.body), `"replacements":1`) || !strings.Contains(string(r.body), sha(b)) {
+		t.Errorf("edit: %q, answer %s", b, r.body)
+	}
+	if fi, _ := os.Stat(filepath.Join(h, "e.txt")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("edit changed the mode to %v", fi.Mode())
+	}
+	want(t, "edit no match", fjson(t, s, "/v1/files/edit", map[string]any{"path": "e.txt", "old_text": "four", "new_text": "4"}), 409, "edit_no_match")
+	r = fjson(t, s, "/v1/files/edit", map[string]any{"path": "e.txt", "old_text": "two", "new_text": "2"})
+	want(t, "edit ambiguous", r, 409, "edit_ambiguous")
+	if !strings.Contains(string(r.body), `"count":2`) {
+		t.Errorf("edit_ambiguous without its count: %s", r.body)
+	}
+	r = fjson(t, s, "/v1/files/edit", map[string]any{"path": "e.txt", "old_text": "two", "new_text": "2", "replace_all": true})
+	if b, _ := os.ReadFile(filepath.Join(h, "e.txt")); r.code != 200 || string(b) != "1 2 2 three\n" {
+		t.Errorf("edit replace_all: %d %s, file %q", r.code, r.body, b)
+	}
+	os.WriteFile(filepath.Join(h, "bin"), []byte{0xff, 0xfe, 0, 1}, 0o644)
+	want(t, "edit binary", fjson(t, s, "/v1/files/edit", map[string]any{"path": "bin", "old_text": "a", "new_text": "b"}), 415, "not_text")
+	want(t, "edit empty old_text", fjson(t, s, "/v1/files/edit", map[string]any{"path": "e.txt", "old_text": "", "new_text": "b"}), 400, "invalid_request")
+	want(t, "edit unknown field", fjson(t, s, "/v1/files/edit", map[string]any{"path": "e.txt", "old": "a"}), 400, "invalid_request")
+
+	// mkdir.
+	want(t, "mkdir", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": "d1/d2", "mode": "0700"}), 201, "")
+	if fi, err := os.Stat(filepath.Join(h, "d1/d2")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("mkdir mode 0700: %v %v", fi, err)
+	}
+	want(t, "mkdir existing, parents", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": "d1/d2"}), 200, "")
+	want(t, "mkdir existing, no parents", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": "d1/d2", "parents": false}), 409, "already_exists")
+	want(t, "mkdir no parents, missing parent", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": "n1/n2", "parents": false}), 404, "not_found")
+
+	// move.
+	want(t, "move", fjson(t, s, "/v1/files/move", map[string]any{"from": "new.txt", "to": "d1/moved.txt"}), 200, "")
+	if _, err := os.Stat(filepath.Join(h, "d1/moved.txt")); err != nil {
+		t.Errorf("move: %v", err)
+	}
+	want(t, "move onto existing", fjson(t, s, "/v1/files/move", map[string]any{"from": "m.sh", "to": "a.txt"}), 409, "already_exists")
+	want(t, "move overwrite", fjson(t, s, "/v1/files/move", map[string]any{"from": "m.sh", "to": "a.txt", "overwrite": true}), 200, "")
+	want(t, "move missing", fjson(t, s, "/v1/files/move", map[string]any{"from": "gone", "to": "b"}), 404, "not_found")
+	want(t, "move a root", fjson(t, s, "/v1/files/move", map[string]any{"from": h, "to": "b"}), 400, "invalid_path")
+
+	// delete.
+	want(t, "delete file", fcall(t, s, "DELETE", "/v1/files", qp("path", "a.txt"), nil, nil), 200, "")
+	want(t, "delete non-empty dir", fcall(t, s, "DELETE", "/v1/files", qp("path", "x"), nil, nil), 409, "dir_not_empty")
+	r = fcall(t, s, "DELETE", "/v1/files", qp("path", "x", "recursive", "true"), nil, nil)
+	if r.code != 200 || !strings.Contains(string(r.body), `"removed":6`) {
+		t.Errorf("delete recursive x (x, y, z.txt, b, c, .hid): %d %s", r.code, r.body)
+	}
+	want(t, "delete missing", fcall(t, s, "DELETE", "/v1/files", qp("path", "x"), nil, nil), 404, "not_found")
+	want(t, "delete Home", fcall(t, s, "DELETE", "/v1/files", qp("path", h, "recursive", "true"), nil, nil), 400, "invalid_path")
+
+	// auth and methods.
+	r = fcall(t, &server{URL: s.URL, t: t}, "GET", "/v1/files/stat", qp("path", "e.txt"), nil, nil)
+	want(t, "no token", r, 401, "unauthorized")
+	want(t, "POST stat", fcall(t, s, "POST", "/v1/files/stat", qp("path", "e.txt"), nil, nil), 405, "method_not_allowed")
+}
+
+// A 40 MB file goes up and comes down byte-exact.
+func TestFilesLargeUpDown(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	data := make([]byte, 40<<20)
+	rand.Read(data)
+	r := fcall(t, s, "PUT", "/v1/files/content", qp("path", "big.bin"), bytes.NewReader(data), nil)
+	want(t, "PUT 40 MB", r, 201, "")
+	if !strings.Contains(string(r.body), sha(data)) {
+		t.Errorf("PUT answer %s, want sha256 %s", r.body, sha(data))
+	}
+	r = fcall(t, s, "GET", "/v1/files/content", qp("path", "big.bin"), nil, nil)
+	if r.code != 200 || !bytes.Equal(r.body, data) {
+		t.Errorf("GET 40 MB: %d, %d bytes, equal %v", r.code, len(r.body), bytes.Equal(r.body, data))
+	}
+}
+
+// A reader looping during a 200 MB PUT over a file sees the old file or
+// the new one, never a mix (the PUT writes beside it and renames).
+func TestFilesPutIsAtomic(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	old := bytes.Repeat([]byte("old "), 1<<18)
+	if err := os.WriteFile(filepath.Join(s.Home, "f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const size = 200 << 20
+	newSum := sha256.New()
+	gen := func(w io.Writer) {
+		chunk := bytes.Repeat([]byte("NEW!"), 1<<18)
+		for n := 0; n < size; n += len(chunk) {
+			w.Write(chunk)
+		}
+	}
+	gen(newSum)
+	wantNew, wantOld := hex.EncodeToString(newSum.Sum(nil)), sha(old)
+	pr, pw := io.Pipe()
+	go func() { gen(pw); pw.Close() }()
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	reads, sawOld := 0, 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !done.Load() {
+			req, _ := http.NewRequest("GET", s.URL+"/v1/files/content?path=f", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("GET: %v", err)
+				return
+			}
+			h := sha256.New()
+			io.Copy(h, resp.Body)
+			resp.Body.Close()
+			got := hex.EncodeToString(h.Sum(nil))
+			reads++
+			switch got {
+			case wantOld:
+				sawOld++
+			case wantNew:
+			default:
+				t.Errorf("read %d during the PUT: sha256 %s, neither the old file's nor the new one's", reads, got)
+				return
+			}
+		}
+	}()
+	r := fcall(t, s, "PUT", "/v1/files/content", qp("path", "f"), pr, nil)
+	done.Store(true)
+	wg.Wait()
+	want(t, "PUT 200 MB", r, 200, "")
+	if sawOld == 0 {
+		t.Errorf("%d reads, none during the PUT: the test proves nothing", reads)
+	}
+	if fileSha(t, filepath.Join(s.Home, "f")) != wantNew {
+		t.Error("the file is not the new one after the PUT")
+	}
+	t.Logf("%d reads during and after the PUT (%d of the old file)", reads, sawOld)
+}
+
+// A job plants links in Home to /etc/shadow and to a file and directory
+// outside every root: no route reads, writes or removes anything through
+// them.
+func TestFilesAttackLinksOutOfHome(t *testing.T) {
+	isoRequireLandlock(t)
+	s := startServer(t, serverOpts{})
+	outside := t.TempDir() // no file root
+	sentinel := filepath.Join(outside, "sentinel")
+	os.WriteFile(sentinel, []byte("SENTINEL-CONTENT\n"), 0o644)
+	shadowSum := fileSha(t, "/etc/shadow")
+	jobDo(t, s, fmt.Sprintf("ln -s /etc/shadow $HOME/shadow && ln -s %s $HOME/sent && ln -s %s $HOME/out && ln -s ../../../../../../../..%s $HOME/rel", sentinel, outside, sentinel))
+
+	for _, p := range []string{"shadow", "sent", "rel", s.Home + "/shadow"} {
+		r := fcall(t, s, "GET", "/v1/files/content", qp("path", p), nil, nil)
+		want(t, "content through "+p, r, 403, "path_not_allowed")
+		if bytes.Contains(r.body, []byte("root:")) || bytes.Contains(r.body, []byte("SENTINEL-CONTENT")) {
+			t.Errorf("content through %s read outside Home: %q", p, r.body)
+		}
+		want(t, "stat through "+p, fcall(t, s, "GET", "/v1/files/stat", qp("path", p), nil, nil), 403, "path_not_allowed")
+		want(t, "edit through "+p, fjson(t, s, "/v1/files/edit", map[string]any{"path": p, "old_text": "SENTINEL", "new_text": "pwned"}), 403, "path_not_allowed")
+	}
+	want(t, "PUT through a link to a file outside", fcall(t, s, "PUT", "/v1/files/content", qp("path", "sent"), strings.NewReader("pwned"), nil), 403, "path_not_allowed")
+	want(t, "PUT into a linked dir outside", fcall(t, s, "PUT", "/v1/files/content", qp("path", "out/new"), strings.NewReader("pwned"), nil), 403, "path_not_allowed")
+	want(t, "PUT mkdirs into a linked dir", fcall(t, s, "PUT", "/v1/files/content", qp("path", "out/d/new", "mkdirs", "true"), strings.NewReader("pwned"), nil), 403, "path_not_allowed")
+	want(t, "list a linked dir", fcall(t, s, "GET", "/v1/files/list", qp("path", "out"), nil, nil), 403, "path_not_allowed")
+	want(t, "mkdir in a linked dir", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": "out/made"}), 403, "path_not_allowed")
+	want(t, "move out of a linked dir", fjson(t, s, "/v1/files/move", map[string]any{"from": "out/sentinel", "to": "stolen"}), 403, "path_not_allowed")
+	want(t, "move into a linked dir", fjson(t, s, "/v1/files/move", map[string]any{"from": "shadow", "to": "out/x"}), 403, "path_not_allowed")
+	want(t, "delete in a linked dir", fcall(t, s, "DELETE", "/v1/files", qp("path", "out/sentinel"), nil, nil), 403, "path_not_allowed")
+	// The link itself is Home's: stat without following shows it, delete
+	// removes the link and never what it points to.
+	r := fcall(t, s, "GET", "/v1/files/stat", qp("path", "shadow", "follow", "false"), nil, nil)
+	if r.code != 200 || !strings.Contains(string(r.body), `"link_target":"/etc/shadow"`) {
+		t.Errorf("stat follow=false of the link: %d %s", r.code, r.body)
+	}
+	want(t, "delete the link to a dir, recursive", fcall(t, s, "DELETE", "/v1/files", qp("path", "out", "recursive", "true"), nil, nil), 200, "")
+	want(t, "delete the link to shadow", fcall(t, s, "DELETE", "/v1/files", qp("path", "shadow"), nil, nil), 200, "")
+	if b, err := os.ReadFile(sentinel); err != nil || string(b) != "SENTINEL-CONTENT\n" {
+		t.Errorf("the file outside Home changed: %q %v", b, err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("the directory outside Home holds %d entries, want only the sentinel", len(ents))
+	}
+	if fileSha(t, "/etc/shadow") != shadowSum {
+		t.Error("/etc/shadow changed")
+	}
+}
+
+// "..", and absolute paths outside every root, are refused by every
+// route; a link that stays within Home is followed.
+func TestFilesAttackDotDotAndAbsolute(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	sibling := filepath.Join(filepath.Dir(s.Home), "sibling-"+filepath.Base(s.Home))
+	os.MkdirAll(sibling, 0o755)
+	t.Cleanup(func() { os.RemoveAll(sibling) })
+	os.WriteFile(filepath.Join(sibling, "f"), []byte("sib"), 0o644)
+	rel := "../" + filepath.Base(sibling) + "/f"
+	for _, p := range []string{"/etc/passwd", rel, s.Home + "/../" + filepath.Base(sibling) + "/f", "../../../../../../etc/passwd", "/proc/self/environ"} {
+		want(t, "content "+p, fcall(t, s, "GET", "/v1/files/content", qp("path", p), nil, nil), 403, "path_not_allowed")
+		want(t, "stat "+p, fcall(t, s, "GET", "/v1/files/stat", qp("path", p), nil, nil), 403, "path_not_allowed")
+		want(t, "list "+filepath.Dir(p), fcall(t, s, "GET", "/v1/files/list", qp("path", filepath.Dir(p)), nil, nil), 403, "path_not_allowed")
+		want(t, "PUT "+p, fcall(t, s, "PUT", "/v1/files/content", qp("path", p), strings.NewReader("x"), nil), 403, "path_not_allowed")
+		want(t, "edit "+p, fjson(t, s, "/v1/files/edit", map[string]any{"path": p, "old_text": "sib", "new_text": "x"}), 403, "path_not_allowed")
+		want(t, "mkdir "+p, fjson(t, s, "/v1/files/mkdir", map[string]any{"path": p + "d"}), 403, "path_not_allowed")
+		want(t, "move from "+p, fjson(t, s, "/v1/files/move", map[string]any{"from": p, "to": "stolen"}), 403, "path_not_allowed")
+		want(t, "delete "+p, fcall(t, s, "DELETE", "/v1/files", qp("path", p), nil, nil), 403, "path_not_allowed")
+	}
+	if b, _ := os.ReadFile(filepath.Join(sibling, "f")); string(b) != "sib" {
+		t.Errorf("the sibling file changed: %q", b)
+	}
+	// Within Home, absolute and relative links are followed.
+	os.MkdirAll(filepath.Join(s.Home, "real"), 0o755)
+	os.WriteFile(filepath.Join(s.Home, "real", "f"), []byte("in"), 0o644)
+	os.Symlink(filepath.Join(s.Home, "real"), filepath.Join(s.Home, "abslink"))
+	os.Symlink("real/f", filepath.Join(s.Home, "rellink"))
+	for _, p := range []string{"abslink/f", "rellink", "real/../real/f"} {
+		if r := fcall(t, s, "GET", "/v1/files/content", qp("path", p), nil, nil); r.code != 200 || string(r.body) != "in" {
+			t.Errorf("content %s (within Home): %d %s", p, r.code, r.body)
+		}
+	}
+	want(t, "PUT through a link within Home", fcall(t, s, "PUT", "/v1/files/content", qp("path", "rellink"), strings.NewReader("new"), nil), 200, "")
+	if b, _ := os.ReadFile(filepath.Join(s.Home, "real", "f")); string(b) != "new" {
+		t.Errorf("PUT through a link within Home wrote %q into its target", b)
+	}
+}
