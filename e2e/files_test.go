@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shellctl/shellctl/internal/client"
 )
@@ -207,7 +208,7 @@ func TestFilesRoutes(t *testing.T) {
 		os.WriteFile(filepath.Join(h, "x", n), nil, 0o644)
 	}
 	var ls struct {
-		Entries []struct{ Name, Type string }
+		Entries   []struct{ Name, Type string }
 		Truncated bool
 	}
 	r = fcall(t, s, "GET", "/v1/files/list", qp("path", "x"), nil, nil)
@@ -448,5 +449,169 @@ func TestFilesAttackDotDotAndAbsolute(t *testing.T) {
 	want(t, "PUT through a link within Home", fcall(t, s, "PUT", "/v1/files/content", qp("path", "rellink"), strings.NewReader("new"), nil), 200, "")
 	if b, _ := os.ReadFile(filepath.Join(s.Home, "real", "f")); string(b) != "new" {
 		t.Errorf("PUT through a link within Home wrote %q into its target", b)
+	}
+}
+
+// A job swaps a directory of Home for a link to / in a tight loop while
+// the server reads, lists, stats, writes, edits, makes, moves and deletes
+// beneath it: no request ever reaches the directory outside Home that the
+// link would lead to.
+func TestFilesAttackSwapDirForLinkToRoot(t *testing.T) {
+	isoRequireLandlock(t)
+	s := startServer(t, serverOpts{})
+	out, err := os.MkdirTemp("", "files-escape-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(out) })
+	const tries = 200
+	os.WriteFile(filepath.Join(out, "secret"), []byte("ESCAPED\n"), 0o644)
+	os.WriteFile(filepath.Join(out, "outonly"), []byte("ESCAPED\n"), 0o644)
+	os.MkdirAll(filepath.Join(out, "vdir", "sub"), 0o755)
+	os.WriteFile(filepath.Join(out, "vdir", "sub", "f"), []byte("x"), 0o644)
+	for i := range tries {
+		os.WriteFile(filepath.Join(out, fmt.Sprintf("victim-%d", i)), nil, 0o644)
+	}
+	before, _ := os.ReadDir(out)
+	rel := strings.TrimPrefix(out, "/")
+	// The job makes d/<out's path>/secret inside Home, then swaps d and a
+	// link to / by renames, as fast as it can.
+	script := fmt.Sprintf(`cd "$HOME" && mkdir -p "d/%s/vdir" && echo INSIDE > "d/%s/secret" && ln -s / lnk && echo ready && exec perl -e 'while (1) { rename "d", "d.real"; rename "lnk", "d"; rename "d", "lnk"; rename "d.real", "d"; }'`, rel, rel)
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: script, Mode: "stdio", Timeout: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done || !strings.Contains(res.Output, "ready") {
+		t.Fatalf("the swapping job did not start: done %v, output %q", res.Done, res.Output)
+	}
+	defer s.c.Terminate(ctx(t), res.JobID, 1)
+	base := "d/" + rel
+	var ok, refused int
+	count := func(r fresp) {
+		if r.code < 300 {
+			ok++
+		} else {
+			refused++
+		}
+	}
+	for i := range tries {
+		r := fcall(t, s, "GET", "/v1/files/content", qp("path", base+"/secret"), nil, nil)
+		if bytes.Contains(r.body, []byte("ESCAPED")) {
+			t.Fatalf("try %d: content read the file outside Home", i)
+		}
+		count(r)
+		r = fcall(t, s, "GET", "/v1/files/stat", qp("path", base+"/secret"), nil, nil)
+		if r.code == 200 && strings.Contains(string(r.body), `"size":8`) {
+			t.Fatalf("try %d: stat saw the file outside Home: %s", i, r.body)
+		}
+		count(r)
+		r = fcall(t, s, "GET", "/v1/files/list", qp("path", base), nil, nil)
+		if strings.Contains(string(r.body), "outonly") {
+			t.Fatalf("try %d: list saw the directory outside Home: %s", i, r.body)
+		}
+		count(r)
+		count(fcall(t, s, "PUT", "/v1/files/content", qp("path", fmt.Sprintf("%s/w-%d", base, i)), strings.NewReader("pwned"), nil))
+		count(fjson(t, s, "/v1/files/edit", map[string]any{"path": base + "/secret", "old_text": "ESCAPED", "new_text": "pwned"}))
+		count(fjson(t, s, "/v1/files/mkdir", map[string]any{"path": fmt.Sprintf("%s/m-%d", base, i)}))
+		count(fjson(t, s, "/v1/files/move", map[string]any{"from": base + "/outonly", "to": fmt.Sprintf("moved-%d", i)}))
+		count(fcall(t, s, "DELETE", "/v1/files", qp("path", fmt.Sprintf("%s/victim-%d", base, i)), nil, nil))
+		count(fcall(t, s, "DELETE", "/v1/files", qp("path", base+"/vdir", "recursive", "true"), nil, nil))
+	}
+	s.c.Terminate(ctx(t), res.JobID, 1)
+	after, _ := os.ReadDir(out)
+	if len(after) != len(before) {
+		names := []string{}
+		for _, e := range after {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the directory outside Home changed: %d entries before, %d after: %v", len(before), len(after), names)
+	}
+	for _, f := range []string{"secret", "outonly"} {
+		if b, _ := os.ReadFile(filepath.Join(out, f)); string(b) != "ESCAPED\n" {
+			t.Errorf("%s outside Home was changed: %q", f, b)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "vdir", "sub", "f")); err != nil {
+		t.Errorf("the directory outside Home lost vdir/sub/f: %v", err)
+	}
+	// Both outcomes were seen: the race was run, not avoided.
+	if ok == 0 || refused == 0 {
+		t.Errorf("%d answers succeeded and %d were refused: the swap was not raced", ok, refused)
+	}
+	t.Logf("%d tries of 9 routes: %d succeeded (inside Home), %d refused", tries, ok, refused)
+}
+
+// A FIFO, a socket and a device a job made in Home are answered 409
+// not_a_regular_file at once, never opened for reading (a FIFO would
+// block, /dev/zero never end); a link to /dev/zero is refused as leading
+// out of Home.
+func TestFilesAttackSpecialFiles(t *testing.T) {
+	isoRequireLandlock(t)
+	s := startServer(t, serverOpts{})
+	out := jobDo(t, s, `cd "$HOME" && mkfifo fifo && perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Local => "sock", Listen => 1) or die "socket: $!"' && ln -s /dev/zero zlink && (mknod zero c 1 5 && echo mknod=ok || echo mknod=no)`)
+	specials := []string{"fifo", "sock"}
+	if strings.Contains(out, "mknod=ok") {
+		specials = append(specials, "zero")
+	} else {
+		t.Logf("the job may not make a device (%q): /dev/zero is tried through a link and a --file-root below", out)
+	}
+	for _, p := range specials {
+		start := time.Now()
+		want(t, "content "+p, fcall(t, s, "GET", "/v1/files/content", qp("path", p), nil, nil), 409, "not_a_regular_file")
+		want(t, "PUT "+p, fcall(t, s, "PUT", "/v1/files/content", qp("path", p), strings.NewReader("x"), nil), 409, "not_a_regular_file")
+		want(t, "edit "+p, fjson(t, s, "/v1/files/edit", map[string]any{"path": p, "old_text": "a", "new_text": "b"}), 409, "not_a_regular_file")
+		want(t, "list "+p, fcall(t, s, "GET", "/v1/files/list", qp("path", p), nil, nil), 409, "not_a_directory")
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: the refusals took %v, not at once", p, d)
+		}
+		r := fcall(t, s, "GET", "/v1/files/stat", qp("path", p), nil, nil)
+		if r.code != 200 || strings.Contains(string(r.body), `"type":"file"`) {
+			t.Errorf("stat %s: %d %s", p, r.code, r.body)
+		}
+	}
+	want(t, "content of a link to /dev/zero", fcall(t, s, "GET", "/v1/files/content", qp("path", "zlink"), nil, nil), 403, "path_not_allowed")
+	// /dev itself as a root: its devices are still no regular files.
+	s2 := startServer(t, serverOpts{args: []string{"--file-root", "/dev"}})
+	start := time.Now()
+	want(t, "content /dev/zero", fcall(t, s2, "GET", "/v1/files/content", qp("path", "/dev/zero"), nil, nil), 409, "not_a_regular_file")
+	want(t, "PUT /dev/null", fcall(t, s2, "PUT", "/v1/files/content", qp("path", "/dev/null"), strings.NewReader("x"), nil), 409, "not_a_regular_file")
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("/dev/zero: the refusal took %v, not at once", d)
+	}
+}
+
+// The state dir under a --file-root is out of reach: by its name, beneath
+// it, and through a link within the root.
+func TestFilesAttackStateDirThroughRoot(t *testing.T) {
+	parent := t.TempDir()
+	state := filepath.Join(parent, "state")
+	s := startServer(t, serverOpts{stateDir: state, args: []string{"--file-root", parent}})
+	ents, err := os.ReadDir(state)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("state dir: %v %v", ents, err)
+	}
+	inside := filepath.Join(state, ents[0].Name())
+	os.Symlink(state, filepath.Join(parent, "sd"))
+	os.Symlink("state", filepath.Join(parent, "sdrel"))
+	want(t, "list the root", fcall(t, s, "GET", "/v1/files/list", qp("path", parent), nil, nil), 200, "")
+	for _, p := range []string{state, inside, parent + "/sd", parent + "/sd/" + ents[0].Name(), parent + "/sdrel/x", state + "/../state"} {
+		want(t, "stat "+p, fcall(t, s, "GET", "/v1/files/stat", qp("path", p), nil, nil), 403, "path_not_allowed")
+		want(t, "list "+p, fcall(t, s, "GET", "/v1/files/list", qp("path", p), nil, nil), 403, "path_not_allowed")
+		want(t, "content "+p, fcall(t, s, "GET", "/v1/files/content", qp("path", p), nil, nil), 403, "path_not_allowed")
+		want(t, "PUT "+p+"/new", fcall(t, s, "PUT", "/v1/files/content", qp("path", p+"/new", "mkdirs", "true"), strings.NewReader("x"), nil), 403, "path_not_allowed")
+		want(t, "mkdir "+p+"/new", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": p + "/newdir"}), 403, "path_not_allowed")
+		want(t, "edit "+p, fjson(t, s, "/v1/files/edit", map[string]any{"path": p, "old_text": "a", "new_text": "b"}), 403, "path_not_allowed")
+	}
+	want(t, "delete the state dir", fcall(t, s, "DELETE", "/v1/files", qp("path", state, "recursive", "true"), nil, nil), 403, "path_not_allowed")
+	want(t, "delete in the state dir", fcall(t, s, "DELETE", "/v1/files", qp("path", inside), nil, nil), 403, "path_not_allowed")
+	want(t, "move the state dir", fjson(t, s, "/v1/files/move", map[string]any{"from": state, "to": parent + "/moved"}), 403, "path_not_allowed")
+	want(t, "move into the state dir", fjson(t, s, "/v1/files/move", map[string]any{"from": parent + "/sd", "to": state + "/x"}), 403, "path_not_allowed")
+	after, _ := os.ReadDir(state)
+	if len(after) != len(ents) {
+		t.Errorf("the state dir changed: %d entries, were %d", len(after), len(ents))
+	}
+	// The server still works.
+	if _, err := s.c.List(ctx(t), "", 10); err != nil {
+		t.Errorf("the server after the attempts: %v", err)
 	}
 }
