@@ -7,6 +7,7 @@ package e2e
 // loop, FIFOs, sockets and devices, and the state dir under a root.
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
@@ -24,14 +25,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/shellctl/shellctl/internal/client"
 )
 
 // fresp is one answer of a file route.
 type fresp struct {
-	code int
-	body []byte
-	hdr  http.Header
+	code    int
+	body    []byte
+	hdr     http.Header
+	trailer http.Header
 }
 
 func (r fresp) errCode() string {
@@ -75,7 +79,7 @@ func fcall(t *testing.T, s *server, method, route string, q url.Values, body io.
 	if err != nil {
 		t.Fatalf("%s %s: read: %v", method, u, err)
 	}
-	return fresp{code: resp.StatusCode, body: b, hdr: resp.Header}
+	return fresp{code: resp.StatusCode, body: b, hdr: resp.Header, trailer: resp.Trailer}
 }
 
 func qp(kv ...string) url.Values {
@@ -395,6 +399,17 @@ func TestFilesAttackLinksOutOfHome(t *testing.T) {
 	want(t, "move out of a linked dir", fjson(t, s, "/v1/files/move", map[string]any{"from": "out/sentinel", "to": "stolen"}), 403, "path_not_allowed")
 	want(t, "move into a linked dir", fjson(t, s, "/v1/files/move", map[string]any{"from": "shadow", "to": "out/x"}), 403, "path_not_allowed")
 	want(t, "delete in a linked dir", fcall(t, s, "DELETE", "/v1/files", qp("path", "out/sentinel"), nil, nil), 403, "path_not_allowed")
+	r0 := fcall(t, s, "GET", "/v1/files/archive", qp("path", s.Home), nil, nil)
+	want(t, "archive Home", r0, 200, "")
+	ents := untarEntries(t, r0.body)
+	if e := ents["shadow"]; e.typ != tar.TypeSymlink || e.link != "/etc/shadow" {
+		t.Errorf("archive: the link to /etc/shadow is stored as %+v, want a symbolic link", e)
+	}
+	for n, e := range ents {
+		if strings.Contains(e.body, "root:") || strings.Contains(e.body, "SENTINEL-CONTENT") {
+			t.Errorf("archive: %s holds what lies outside Home", n)
+		}
+	}
 	// The link itself is Home's: stat without following shows it, delete
 	// removes the link and never what it points to.
 	r := fcall(t, s, "GET", "/v1/files/stat", qp("path", "shadow", "follow", "false"), nil, nil)
@@ -516,6 +531,15 @@ func TestFilesAttackSwapDirForLinkToRoot(t *testing.T) {
 		count(fjson(t, s, "/v1/files/move", map[string]any{"from": base + "/outonly", "to": fmt.Sprintf("moved-%d", i)}))
 		count(fcall(t, s, "DELETE", "/v1/files", qp("path", fmt.Sprintf("%s/victim-%d", base, i)), nil, nil))
 		count(fcall(t, s, "DELETE", "/v1/files", qp("path", base+"/vdir", "recursive", "true"), nil, nil))
+		r = fcall(t, s, "GET", "/v1/files/archive", qp("path", "d"), nil, nil)
+		if r.code == 200 {
+			for name, body := range untar(t, r.body) {
+				if strings.Contains(name, "outonly") || strings.Contains(body, "ESCAPED") {
+					t.Fatalf("try %d: the archive holds %s (%q) from outside Home", i, name, body)
+				}
+			}
+		}
+		count(r)
 	}
 	s.c.Terminate(ctx(t), res.JobID, 1)
 	after, _ := os.ReadDir(out)
@@ -538,7 +562,7 @@ func TestFilesAttackSwapDirForLinkToRoot(t *testing.T) {
 	if ok == 0 || refused == 0 {
 		t.Errorf("%d answers succeeded and %d were refused: the swap was not raced", ok, refused)
 	}
-	t.Logf("%d tries of 9 routes: %d succeeded (inside Home), %d refused", tries, ok, refused)
+	t.Logf("%d tries of 10 routes: %d succeeded (inside Home), %d refused", tries, ok, refused)
 }
 
 // A FIFO, a socket and a device a job made in Home are answered 409
@@ -614,4 +638,190 @@ func TestFilesAttackStateDirThroughRoot(t *testing.T) {
 	if _, err := s.c.List(ctx(t), "", 10); err != nil {
 		t.Errorf("the server after the attempts: %v", err)
 	}
+}
+
+type tarEntry struct {
+	typ  byte
+	link string
+	body string
+	size int64
+}
+
+// untarEntries reads a whole tar stream (failing on a cut one).
+func untarEntries(t *testing.T, b []byte) map[string]tarEntry {
+	t.Helper()
+	out := map[string]tarEntry{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("the archive is not a whole tar stream: %v", err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatalf("the archive's %s is cut: %v", h.Name, err)
+		}
+		out[h.Name] = tarEntry{typ: h.Typeflag, link: h.Linkname, body: string(body), size: h.Size}
+	}
+}
+
+func untar(t *testing.T, b []byte) map[string]string {
+	out := map[string]string{}
+	for n, e := range untarEntries(t, b) {
+		out[n] = e.body
+	}
+	return out
+}
+
+func archiveWarnings(t *testing.T, r fresp) []struct {
+	Kind, Path string
+	Count      int
+} {
+	t.Helper()
+	var w []struct {
+		Kind, Path string
+		Count      int
+	}
+	if err := json.Unmarshal([]byte(r.trailer.Get("X-Archive-Warnings")), &w); err != nil {
+		t.Fatalf("X-Archive-Warnings %q: %v", r.trailer.Get("X-Archive-Warnings"), err)
+	}
+	return w
+}
+
+func hasWarning(t *testing.T, r fresp, kind, path string) bool {
+	for _, w := range archiveWarnings(t, r) {
+		if w.Kind == kind && strings.Contains(w.Path, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// archive: a tree with files, a link, a FIFO, names equal after NFC and a
+// control character; tar and tar.zst; the trailers; each bound.
+func TestFilesArchive(t *testing.T) {
+	isoRequireLandlock(t)
+	s := startServer(t, serverOpts{})
+	jobDo(t, s, `cd "$HOME" && mkdir -p proj/src/deep && printf 'main\n' > proj/src/main.go && printf 'deep\n' > proj/src/deep/d.txt && head -c 3000000 /dev/zero > proj/big.bin && ln -s /etc/shadow proj/shadow && mkfifo proj/fifo && printf a > "proj/$(printf 'e\314\201')" && printf b > "proj/$(printf '\303\251')" && printf c > "proj/bell$(printf '\a')"`)
+	r := fcall(t, s, "GET", "/v1/files/archive", qp("path", "proj"), nil, nil)
+	want(t, "archive", r, 200, "")
+	if r.trailer.Get("X-Archive-Status") != "ok" || r.trailer.Get("X-Archive-Sha256") != sha(r.body) || r.trailer.Get("X-Archive-Bytes") != fmt.Sprint(len(r.body)) || r.trailer.Get("X-Archive-Files") != "6" {
+		t.Errorf("trailers %v (stream of %d bytes, sha256 %s)", r.trailer, len(r.body), sha(r.body))
+	}
+	ents := untarEntries(t, r.body)
+	if ents["src/main.go"].body != "main\n" || ents["src/deep/d.txt"].body != "deep\n" || ents["big.bin"].size != 3000000 || ents["src/"].typ != tar.TypeDir {
+		t.Errorf("archive entries: %v", ents)
+	}
+	if e := ents["shadow"]; e.typ != tar.TypeSymlink || e.link != "/etc/shadow" {
+		t.Errorf("the link is stored as %+v", e)
+	}
+	if _, ok := ents["fifo"]; ok || !hasWarning(t, r, "not_a_regular_file", "fifo") {
+		t.Errorf("the FIFO: archived %v, warnings %s", ok, r.trailer.Get("X-Archive-Warnings"))
+	}
+	if !hasWarning(t, r, "nfc_duplicate", "é") {
+		t.Errorf("no nfc_duplicate warning: %s", r.trailer.Get("X-Archive-Warnings"))
+	}
+	if !hasWarning(t, r, "control_character", `bell\a`) {
+		t.Errorf("no control_character warning: %s", r.trailer.Get("X-Archive-Warnings"))
+	}
+	// tar.zst holds the same entries.
+	rz := fcall(t, s, "GET", "/v1/files/archive", qp("path", "proj", "format", "tar.zst"), nil, nil)
+	if rz.hdr.Get("Content-Type") != "application/zstd" || rz.trailer.Get("X-Archive-Sha256") != sha(rz.body) {
+		t.Errorf("tar.zst: %v %v", rz.hdr, rz.trailer)
+	}
+	dec, err := zstd.NewReader(bytes.NewReader(rz.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(dec)
+	if err != nil {
+		t.Fatalf("tar.zst: %v", err)
+	}
+	if got := untarEntries(t, plain); len(got) != len(ents) {
+		t.Errorf("tar.zst holds %d entries, tar %d", len(got), len(ents))
+	}
+	// Bounds: each leaves out with a warning.
+	r = fcall(t, s, "GET", "/v1/files/archive", qp("path", "proj", "max_file_bytes", "1000"), nil, nil)
+	if _, ok := untarEntries(t, r.body)["big.bin"]; ok || !hasWarning(t, r, "max_file_bytes", "big.bin") || r.trailer.Get("X-Archive-Status") != "ok" {
+		t.Errorf("max_file_bytes: big.bin archived %v, trailers %v", ok, r.trailer)
+	}
+	r = fcall(t, s, "GET", "/v1/files/archive", qp("path", "proj", "max_files", "2"), nil, nil)
+	if r.trailer.Get("X-Archive-Status") != "truncated" || r.trailer.Get("X-Archive-Files") != "2" || !hasWarning(t, r, "max_files", "") {
+		t.Errorf("max_files=2: trailers %v", r.trailer)
+	}
+	r = fcall(t, s, "GET", "/v1/files/archive", qp("path", "proj", "max_bytes", "100"), nil, nil)
+	if r.trailer.Get("X-Archive-Status") != "truncated" || !hasWarning(t, r, "max_bytes", "") {
+		t.Errorf("max_bytes=100: trailers %v", r.trailer)
+	}
+	want(t, "archive a file", fcall(t, s, "GET", "/v1/files/archive", qp("path", "proj/src/main.go"), nil, nil), 409, "not_a_directory")
+	want(t, "archive bad format", fcall(t, s, "GET", "/v1/files/archive", qp("path", "proj", "format", "zip"), nil, nil), 400, "invalid_request")
+	want(t, "archive outside", fcall(t, s, "GET", "/v1/files/archive", qp("path", "/etc"), nil, nil), 403, "path_not_allowed")
+}
+
+// A job makes 200 000 empty directories: the archive stops at the
+// traversal budget with a warning, in bounded time and memory.
+func TestFilesArchiveTraversalBudget(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	jobDo(t, s, `cd "$HOME" && perl -e 'mkdir "t" or die; for my $i (1..200000) { mkdir "t/$i" or die "$i: $!" }'`)
+	hwm := func() int64 {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+		var kb int64
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") {
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%d", &kb)
+			}
+		}
+		return kb << 10
+	}
+	before := hwm()
+	start := time.Now()
+	r := fcall(t, s, "GET", "/v1/files/archive", qp("path", "t"), nil, nil)
+	d := time.Since(start)
+	want(t, "archive", r, 200, "")
+	ents := untarEntries(t, r.body)
+	if r.trailer.Get("X-Archive-Status") != "truncated" || !hasWarning(t, r, "max_entries_visited", "") || len(ents) > 100_000 {
+		t.Errorf("200 000 dirs: status %q, %d entries, warnings %s", r.trailer.Get("X-Archive-Status"), len(ents), r.trailer.Get("X-Archive-Warnings"))
+	}
+	if d > 30*time.Second {
+		t.Errorf("the archive took %v", d)
+	}
+	if grew := hwm() - before; grew > 256<<20 {
+		t.Errorf("the server's peak memory grew by %d MiB", grew>>20)
+	}
+	t.Logf("200 000 dirs: %d entries in %v, peak memory %d -> %d MiB", len(ents), d, before>>20, hwm()>>20)
+}
+
+// A file a job keeps appending to is archived whole or left out with a
+// warning, never cut or mixed.
+func TestFilesArchiveGrowingFile(t *testing.T) {
+	isoRequireLandlock(t)
+	s := startServer(t, serverOpts{})
+	res, err := s.c.Run(ctx(t), client.RunRequest{Mode: "stdio", Timeout: 1, Script: `cd "$HOME" && mkdir g && head -c 2000000 /dev/zero | tr '\0' x > g/grow && echo ready && exec perl -e 'open my $f, ">>", "g/grow" or die; $f->autoflush(1); while (1) { print $f "x" x 4096; select(undef, undef, undef, 0.0005) }'`})
+	if err != nil || res.Done || !strings.Contains(res.Output, "ready") {
+		t.Fatalf("the growing job: %v %+v", err, res)
+	}
+	defer s.c.Terminate(ctx(t), res.JobID, 1)
+	left, whole := 0, 0
+	for range 30 {
+		r := fcall(t, s, "GET", "/v1/files/archive", qp("path", "g"), nil, nil)
+		want(t, "archive", r, 200, "")
+		e, ok := untarEntries(t, r.body)["grow"]
+		switch {
+		case ok && (int64(len(e.body)) != e.size || strings.Trim(e.body, "x") != ""):
+			t.Fatalf("the growing file was archived cut or mixed: %d bytes for a size of %d", len(e.body), e.size)
+		case ok:
+			whole++
+		case hasWarning(t, r, "changed", "grow"):
+			left++
+		default:
+			t.Fatalf("the growing file is neither archived nor warned of: %s", r.trailer.Get("X-Archive-Warnings"))
+		}
+	}
+	if left == 0 {
+		t.Errorf("the file was never seen changing (%d whole): the test proves nothing", whole)
+	}
+	t.Logf("30 archives: %d left out with a warning, %d whole", left, whole)
 }

@@ -242,12 +242,3 @@ func (s *Service) removeTree(parent int, name string, depth int, seen *int) (int
 	}
 	return n + 1, nil
 }
-
-// archive and watch are not served yet.
-func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
-	return errf(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path)
-}
-
-func (s *Service) watch(w http.ResponseWriter, r *http.Request) error {
-	return errf(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path)
-}

@@ -91,6 +91,7 @@ var Routes = []string{
 	"/v1/files/edit",
 	"/v1/files/mkdir",
 	"/v1/files/move",
+	"/v1/files/archive",
 }
 
 // ServeHTTP serves one file route (the token was checked by the caller).
@@ -133,10 +134,6 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/files/archive":
 		if method(w, r, http.MethodGet) {
 			err = s.archive(w, r)
-		}
-	case "/v1/files/watch":
-		if method(w, r, http.MethodGet) {
-			err = s.watch(w, r)
 		}
 	default:
 		httperr.Write(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
