@@ -8,7 +8,9 @@ package e2e
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -824,4 +826,117 @@ func TestFilesArchiveGrowingFile(t *testing.T) {
 		t.Errorf("the file was never seen changing (%d whole): the test proves nothing", whole)
 	}
 	t.Logf("30 archives: %d left out with a warning, %d whole", left, whole)
+}
+
+// sseEvents opens a watch and returns its events (name + data) as they
+// come, after the ready event.
+func sseEvents(t *testing.T, s *server, q url.Values) (<-chan [2]string, func()) {
+	t.Helper()
+	c, cancel := context.WithCancel(ctx(t))
+	req, _ := http.NewRequestWithContext(c, "GET", s.URL+"/v1/files/watch?"+q.Encode(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("watch: %d %s", resp.StatusCode, b)
+	}
+	ch := make(chan [2]string, 1024)
+	ready := make(chan struct{})
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		ev := ""
+		for sc.Scan() {
+			l := sc.Text()
+			switch {
+			case strings.HasPrefix(l, "event: "):
+				ev = strings.TrimPrefix(l, "event: ")
+			case strings.HasPrefix(l, "data: "):
+				if ev == "ready" {
+					close(ready)
+					continue
+				}
+				select {
+				case ch <- [2]string{ev, strings.TrimPrefix(l, "data: ")}:
+				case <-c.Done():
+					return
+				}
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch: no ready event")
+	}
+	return ch, cancel
+}
+
+// watch: a job's changes beneath a watched directory arrive as events,
+// in a new subdirectory too (recursive).
+func TestFilesWatch(t *testing.T) {
+	isoRequireLandlock(t)
+	s := startServer(t, serverOpts{})
+	os.MkdirAll(filepath.Join(s.Home, "w"), 0o755)
+	ch, stop := sseEvents(t, s, qp("path", "w"))
+	defer stop()
+	jobDo(t, s, `cd "$HOME/w" && echo a > f && mkdir sub && echo b > sub/g && mv f f2 && rm sub/g`)
+	wantEv := map[string]bool{
+		`{"op":"create","path":"` + s.Home + `/w/f","type":"file"}`:     false,
+		`{"op":"write","path":"` + s.Home + `/w/f","type":"file"}`:      false,
+		`{"op":"create","path":"` + s.Home + `/w/sub","type":"dir"}`:    false,
+		`{"op":"create","path":"` + s.Home + `/w/sub/g","type":"file"}`: false,
+		`{"op":"rename","path":"` + s.Home + `/w/f","type":"file"}`:     false,
+		`{"op":"create","path":"` + s.Home + `/w/f2","type":"file"}`:    false,
+		`{"op":"remove","path":"` + s.Home + `/w/sub/g","type":"file"}`: false,
+	}
+	deadline := time.After(10 * time.Second)
+	left := len(wantEv)
+	for left > 0 {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatal("the watch ended")
+			}
+			if seen, ok := wantEv[e[1]]; ok && !seen && e[0] == "change" {
+				wantEv[e[1]] = true
+				left--
+			}
+		case <-deadline:
+			t.Fatalf("events not seen: %v", wantEv)
+		}
+	}
+	want(t, "watch a file", fcall(t, s, "GET", "/v1/files/watch", qp("path", "w/f2"), nil, nil), 409, "not_a_directory")
+	want(t, "watch outside", fcall(t, s, "GET", "/v1/files/watch", qp("path", "/etc"), nil, nil), 403, "path_not_allowed")
+}
+
+// A watcher that does not read while a job makes hundreds of thousands
+// of changes gets an overflow event, and the server stays bounded.
+func TestFilesWatchOverflow(t *testing.T) {
+	isoRequireLandlock(t)
+	s := startServer(t, serverOpts{})
+	os.MkdirAll(filepath.Join(s.Home, "w"), 0o755)
+	ch, stop := sseEvents(t, s, qp("path", "w"))
+	defer stop()
+	// Writes alternate between two files: the kernel merges only equal
+	// consecutive events.
+	jobDo(t, s, `cd "$HOME/w" && perl -e 'open my $a, ">", "a" or die; open my $b, ">", "b" or die; $a->autoflush(1); $b->autoflush(1); for (1..300000) { print $a "x"; print $b "y" }'`)
+	deadline := time.After(60 * time.Second)
+	for n := 0; ; n++ {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatalf("the watch ended after %d events without an overflow", n)
+			}
+			if e[0] == "overflow" {
+				t.Logf("overflow after %d events", n)
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no overflow event after %d events", n)
+		}
+	}
 }

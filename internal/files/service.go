@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/shellctl/shellctl/internal/beneath"
 	"github.com/shellctl/shellctl/internal/httperr"
@@ -34,7 +37,14 @@ type Service struct {
 	cfg   Config
 	roots [][]string   // each root's names (beneath.RootNames), Home first
 	state []beneath.ID // the state dir and every directory above it
+
+	watchers *semaphore.Weighted // watches open at once
+	stop     chan struct{}       // closed by Stop: watches end
+	stopOnce sync.Once
 }
+
+// Stop ends the open watches (at shutdown: clients reconnect).
+func (s *Service) Stop() { s.stopOnce.Do(func() { close(s.stop) }) }
 
 // New checks the roots and finds the state dir's identity. A root that
 // does not exist is an error: a typo in --file-root should not be found
@@ -46,7 +56,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg}
+	s := &Service{cfg: cfg, watchers: semaphore.NewWeighted(maxWatchers), stop: make(chan struct{})}
 	if cfg.Home != "" && filepath.IsAbs(cfg.Home) {
 		s.roots = append(s.roots, beneath.RootNames(cfg.Home))
 	}
@@ -92,6 +102,7 @@ var Routes = []string{
 	"/v1/files/mkdir",
 	"/v1/files/move",
 	"/v1/files/archive",
+	"/v1/files/watch",
 }
 
 // ServeHTTP serves one file route (the token was checked by the caller).
@@ -134,6 +145,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/files/archive":
 		if method(w, r, http.MethodGet) {
 			err = s.archive(w, r)
+		}
+	case "/v1/files/watch":
+		if method(w, r, http.MethodGet) {
+			err = s.watch(w, r)
 		}
 	default:
 		httperr.Write(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)

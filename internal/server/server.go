@@ -324,6 +324,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.http.RegisterOnShutdown(h.StopStreams) // streams end at once; clients resume
 	s.http.RegisterOnShutdown(func() { close(mcpStop) })
+	s.http.RegisterOnShutdown(fsvc.Stop) // file watches end at once
 	if cfg.Token == "" {
 		log.Warn("no auth token configured: every client on this address can run commands")
 	}
