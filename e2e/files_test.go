@@ -940,3 +940,68 @@ func TestFilesWatchOverflow(t *testing.T) {
 		}
 	}
 }
+
+// shellctl cp (both ways, a file and a directory, tar on - both ways),
+// ls and cat.
+func TestFilesCLI(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	local := t.TempDir()
+	os.MkdirAll(filepath.Join(local, "src", "sub"), 0o755)
+	os.WriteFile(filepath.Join(local, "src", "a.txt"), []byte("alpha\n"), 0o640)
+	os.WriteFile(filepath.Join(local, "src", "sub", "b.txt"), []byte("beta\n"), 0o644)
+
+	if r := cli(t, s, local, "", "cp", "src/a.txt", ":up.txt"); r.code != 0 {
+		t.Fatalf("cp file up: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.Home, "up.txt")); string(b) != "alpha\n" {
+		t.Errorf("cp file up wrote %q", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(s.Home, "up.txt")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("cp file up: mode %v, want the local file's 0640", fi.Mode())
+	}
+	if r := cli(t, s, local, "", "cp", "src", ":proj"); r.code != 0 {
+		t.Fatalf("cp dir up: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.Home, "proj", "sub", "b.txt")); string(b) != "beta\n" {
+		t.Errorf("cp dir up: proj/sub/b.txt holds %q", b)
+	}
+	if r := cli(t, s, local, "", "cat", "proj/a.txt"); r.code != 0 || r.stdout != "alpha\n" {
+		t.Errorf("cat: %v", r)
+	}
+	if r := cli(t, s, local, "", "ls", "proj"); r.code != 0 || !strings.Contains(r.stdout, " a.txt\n") || !strings.Contains(r.stdout, " sub/\n") {
+		t.Errorf("ls: %v", r)
+	}
+	if r := cli(t, s, local, "", "cp", ":proj", "down"); r.code != 0 {
+		t.Fatalf("cp dir down: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "down", "sub", "b.txt")); string(b) != "beta\n" {
+		t.Errorf("cp dir down: down/sub/b.txt holds %q", b)
+	}
+	if r := cli(t, s, local, "", "cp", ":up.txt", "."); r.code != 0 {
+		t.Fatalf("cp file down into .: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "up.txt")); string(b) != "alpha\n" {
+		t.Errorf("cp file down: %q", b)
+	}
+	// - is a tar stream both ways.
+	r := cli(t, s, local, "", "cp", ":proj", "-")
+	if r.code != 0 {
+		t.Fatalf("cp :proj -: %v", r)
+	}
+	ents := untarEntries(t, []byte(r.stdout))
+	if ents["sub/b.txt"].body != "beta\n" || ents["a.txt"].body != "alpha\n" {
+		t.Errorf("cp :proj -: %v", ents)
+	}
+	if r := cli(t, s, local, r.stdout, "cp", "-", ":fromtar"); r.code != 0 {
+		t.Fatalf("cp - :fromtar: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.Home, "fromtar", "sub", "b.txt")); string(b) != "beta\n" {
+		t.Errorf("cp - :fromtar: sub/b.txt holds %q", b)
+	}
+	if r := cli(t, s, local, "", "cp", "a", "b"); r.code == 0 || !strings.Contains(r.stderr, "colon") {
+		t.Errorf("cp without a server side: %v", r)
+	}
+	if r := cli(t, s, local, "", "cat", "/etc/shadow"); r.code == 0 || !strings.Contains(r.stderr, "path_not_allowed") {
+		t.Errorf("cat /etc/shadow: %v", r)
+	}
+}

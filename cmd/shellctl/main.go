@@ -79,6 +79,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(serveCmd())
 	addClientCommands(root)
+	root.AddCommand(fileCmds(theClientFlags)...) // cmd/shellctl/files.go
 	root.AddCommand(mcpCmd()) // cmd/shellctl/mcp.go
 	root.AddCommand(versionCmd(theClientFlags))
 	root.AddCommand(healthcheckCmd(theClientFlags))
