@@ -1005,3 +1005,21 @@ func TestFilesCLI(t *testing.T) {
 		t.Errorf("cat /etc/shadow: %v", r)
 	}
 }
+
+// A PUT whose body stalls is cut after --body-read-timeout: 408, and no
+// temporary file is left beside the target.
+func TestFilesPutStalledBody(t *testing.T) {
+	s := startServer(t, serverOpts{args: []string{"--body-read-timeout", "1s"}})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("some bytes, then nothing"))
+	start := time.Now()
+	r := fcall(t, s, "PUT", "/v1/files/content", qp("path", "stalled"), pr, nil)
+	want(t, "stalled PUT", r, 408, "request_timeout")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the stalled PUT took %v", d)
+	}
+	if ents, _ := os.ReadDir(s.Home); len(ents) != 0 {
+		t.Errorf("the stalled PUT left %d entries in Home (%s…)", len(ents), ents[0].Name())
+	}
+}

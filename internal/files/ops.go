@@ -19,7 +19,7 @@ type MkdirRequest struct {
 
 func (s *Service) mkdir(w http.ResponseWriter, r *http.Request) error {
 	var req MkdirRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(s.body(w, r), &req); err != nil {
 		return err
 	}
 	parents := req.Parents == nil || *req.Parents
@@ -71,7 +71,7 @@ type MoveRequest struct {
 
 func (s *Service) move(w http.ResponseWriter, r *http.Request) error {
 	var req MoveRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(s.body(w, r), &req); err != nil {
 		return err
 	}
 	from, err := s.resolve(req.From, resolveOpts{})

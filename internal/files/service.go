@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -29,7 +30,11 @@ type Config struct {
 	Roots        []string
 	StateDir     string
 	MaxFileBytes int64 // 0: DefaultMaxFileBytes
-	Logger       *slog.Logger
+	// BodyIdle (--body-read-timeout): a request body that sends nothing
+	// this long is cut (0: no limit), so a stalled upload holds no
+	// temporary file and no connection for ever.
+	BodyIdle time.Duration
+	Logger   *slog.Logger
 }
 
 // Service serves /v1/files/*.
@@ -199,14 +204,38 @@ func (s *Service) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	httperr.Write(w, fe.Status, fe.Code, fe.Msg)
 }
 
+// idleBody cuts a body that sends nothing for idle: each read pushes the
+// connection's read deadline that far ahead.
+type idleBody struct {
+	r    io.Reader
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	return b.r.Read(p)
+}
+
+// body is r's body, cut when it stalls for BodyIdle.
+func (s *Service) body(w http.ResponseWriter, r *http.Request) io.Reader {
+	if s.cfg.BodyIdle <= 0 {
+		return r.Body
+	}
+	return &idleBody{r: r.Body, rc: http.NewResponseController(w), idle: s.cfg.BodyIdle}
+}
+
 // maxJSONBody bounds the JSON bodies of edit, mkdir and move: an edit's
 // texts may be as large as the file it edits.
 const maxJSONBody = 2*maxEditBytes + 1<<20
 
 // decode reads r's JSON body into v (unknown fields refused).
-func decode(r *http.Request, v any) error {
-	body := io.LimitReader(r.Body, maxJSONBody+1)
+func decode(body io.Reader, v any) error {
+	body = io.LimitReader(body, maxJSONBody+1)
 	data, err := io.ReadAll(body)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errf(http.StatusRequestTimeout, "request_timeout", "the body stalled longer than the server's --body-read-timeout: send it again")
+	}
 	if err != nil {
 		return errf(http.StatusBadRequest, "invalid_request", "read the body: %v", err)
 	}

@@ -122,6 +122,9 @@ func (s *Service) writeAtomic(p *place, body io.Reader, max int64, c cond) (PutA
 	h := sha256.New()
 	buf := make([]byte, 1<<20)
 	n, err := io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(body, max+1), buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return PutAnswer{}, exists, errf(http.StatusRequestTimeout, "request_timeout", "%s: the body stalled longer than the server's --body-read-timeout: nothing was written; send it again", p.asked)
+	}
 	if err != nil {
 		return PutAnswer{}, exists, errf(http.StatusBadRequest, "invalid_request", "%s: the body was not read to its end (%v): nothing was written; send it again", p.asked, err)
 	}
@@ -209,7 +212,7 @@ func (s *Service) put(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer p.close()
-	ans, existed, err := s.writeAtomic(p, r.Body, s.cfg.MaxFileBytes, c)
+	ans, existed, err := s.writeAtomic(p, s.body(w, r), s.cfg.MaxFileBytes, c)
 	if err != nil {
 		return err
 	}
@@ -241,7 +244,7 @@ type EditAnswer struct {
 
 func (s *Service) edit(w http.ResponseWriter, r *http.Request) error {
 	var req EditRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(s.body(w, r), &req); err != nil {
 		return err
 	}
 	if req.OldText == nil || req.NewText == nil || *req.OldText == "" {

@@ -279,7 +279,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.WorkspaceRoot != "" {
 		fileRoots = append(fileRoots, cfg.WorkspaceRoot)
 	}
-	fsvc, err := files.New(files.Config{Home: cfg.Home, Roots: fileRoots, StateDir: cfg.StateDir, MaxFileBytes: cfg.MaxFileBytes, Logger: log})
+	fsvc, err := files.New(files.Config{Home: cfg.Home, Roots: fileRoots, StateDir: cfg.StateDir, MaxFileBytes: cfg.MaxFileBytes, BodyIdle: cfg.BodyReadTimeout, Logger: log})
 	if err != nil {
 		ln.Close()
 		if metricsLn != nil {
