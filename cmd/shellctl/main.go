@@ -80,7 +80,7 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serveCmd())
 	addClientCommands(root)
 	root.AddCommand(fileCmds(theClientFlags)...) // cmd/shellctl/files.go
-	root.AddCommand(mcpCmd()) // cmd/shellctl/mcp.go
+	root.AddCommand(mcpCmd())                    // cmd/shellctl/mcp.go
 	root.AddCommand(versionCmd(theClientFlags))
 	root.AddCommand(healthcheckCmd(theClientFlags))
 	root.Version = buildinfo.Get().Version // --version, as well as the verb
