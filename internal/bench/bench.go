@@ -56,6 +56,7 @@ var groups = []group{
 	{"screen", "screen answer time", benchScreen},
 	{"mcp", "MCP tool-call overhead over /v1", benchMCP},
 	{"memory", "memory per running job", benchJobMemory},
+	{"files", "file routes: 40 MiB up and down, stat, archive of a tree", benchFiles},
 	{"snapshot", "snapshot save and restore", benchSnapshot},
 }
 

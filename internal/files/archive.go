@@ -2,6 +2,8 @@ package files
 
 import (
 	"archive/tar"
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
@@ -34,7 +37,7 @@ const (
 	// spoolInMemory: files up to this size are read into memory before
 	// they are written; larger ones into an unnamed temporary file, so a
 	// file that changes under the read is left out, never half-written.
-	spoolInMemory = 1 << 20
+	spoolInMemory = 4 << 20
 )
 
 // Trailer names of an archive.
@@ -75,6 +78,7 @@ type archiver struct {
 	order      []string
 	buf        []byte
 	tmp        *os.File // the spool for large files (unnamed, reused)
+	mem        []byte   // the spool for the others (reused)
 }
 
 func (a *archiver) warn(kind, p string) {
@@ -153,7 +157,10 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	sum := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(w, sum)}
+	// Tar writes each header on its own: buffered, the stream goes out
+	// in large chunks.
+	bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 256<<10)
+	cw := &countWriter{w: bw}
 	var out io.Writer = cw
 	var enc *zstd.Encoder
 	if format == "tar.zst" {
@@ -174,6 +181,9 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 	}
 	if werr == nil && enc != nil {
 		werr = enc.Close()
+	}
+	if werr == nil {
+		werr = bw.Flush()
 	}
 	if werr != nil {
 		// The client sees a cut stream without the ok trailer: a failure.
@@ -280,7 +290,9 @@ func hasControl(s string) bool {
 
 func (a *archiver) header(hdr *tar.Header) error {
 	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-	hdr.Format = tar.FormatPAX
+	// Whole seconds, as tar keeps them: sub-second times would need a
+	// PAX record for every entry.
+	hdr.ModTime = hdr.ModTime.Truncate(time.Second)
 	return a.tw.WriteHeader(hdr)
 }
 
@@ -360,7 +372,10 @@ func (a *archiver) file(dir int, full, name string, st *unix.Stat_t) error {
 	size := before.Size
 	var body io.Reader
 	if size <= spoolInMemory {
-		b := make([]byte, size+1)
+		if int64(cap(a.mem)) < size+1 {
+			a.mem = make([]byte, max(size+1, 64<<10))
+		}
+		b := a.mem[:size+1]
 		n, err := io.ReadFull(f, b)
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 			a.warn("unreadable", full)
@@ -370,7 +385,7 @@ func (a *archiver) file(dir int, full, name string, st *unix.Stat_t) error {
 			a.warn("changed", full)
 			return nil
 		}
-		body = strings.NewReader(string(b[:n]))
+		body = bytes.NewReader(b[:n])
 	} else {
 		sp, err := a.spool()
 		if err != nil {
