@@ -628,6 +628,7 @@ func TestFilesAttackStateDirThroughRoot(t *testing.T) {
 		want(t, "mkdir "+p+"/new", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": p + "/newdir"}), 403, "path_not_allowed")
 		want(t, "edit "+p, fjson(t, s, "/v1/files/edit", map[string]any{"path": p, "old_text": "a", "new_text": "b"}), 403, "path_not_allowed")
 	}
+	want(t, "mkdir the state dir", fjson(t, s, "/v1/files/mkdir", map[string]any{"path": state}), 403, "path_not_allowed")
 	want(t, "delete the state dir", fcall(t, s, "DELETE", "/v1/files", qp("path", state, "recursive", "true"), nil, nil), 403, "path_not_allowed")
 	want(t, "delete in the state dir", fcall(t, s, "DELETE", "/v1/files", qp("path", inside), nil, nil), 403, "path_not_allowed")
 	want(t, "move the state dir", fjson(t, s, "/v1/files/move", map[string]any{"from": state, "to": parent + "/moved"}), 403, "path_not_allowed")

@@ -39,6 +39,9 @@ func (s *Service) mkdir(w http.ResponseWriter, r *http.Request) error {
 	}
 	if errors.Is(err, unix.EEXIST) {
 		st, lerr := p.lstat()
+		if lerr == nil && s.isState(&st) {
+			return s.stateErr(req.Path)
+		}
 		if lerr == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && parents {
 			httperr.WriteJSON(w, http.StatusOK, map[string]any{"path": abs, "created": false})
 			return nil
