@@ -7,8 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -156,7 +157,8 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	sum := sha256.New()
+	sum := newAsyncHash()
+	defer sum.close()
 	// Tar writes each header on its own: buffered, the stream goes out
 	// in large chunks.
 	bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 256<<10)
@@ -198,7 +200,7 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 	h.Set(TrailerStatus, status)
 	h.Set(TrailerFiles, strconv.FormatInt(a.files, 10))
 	h.Set(TrailerBytes, strconv.FormatInt(cw.n, 10))
-	h.Set(TrailerSHA256, hex.EncodeToString(sum.Sum(nil)))
+	h.Set(TrailerSHA256, hex.EncodeToString(sum.sum()))
 	h.Set(TrailerWarnings, string(wl))
 	return nil
 }
@@ -361,14 +363,13 @@ func (a *archiver) file(dir int, full, name string, st *unix.Stat_t) error {
 		a.warn("unreadable", full)
 		return nil
 	}
-	f := os.NewFile(uintptr(fd), full)
-	defer f.Close()
+	defer unix.Close(fd)
 	var before unix.Stat_t
 	if unix.Fstat(fd, &before) != nil || before.Mode&unix.S_IFMT != unix.S_IFREG || before.Ino != st.Ino || before.Dev != st.Dev {
 		a.warn("changed", full)
 		return nil
 	}
-	_ = unix.SetNonblock(fd, false)
+	// O_NONBLOCK stays: a regular file's reads ignore it.
 	size := before.Size
 	var body io.Reader
 	if size <= spoolInMemory {
@@ -376,8 +377,8 @@ func (a *archiver) file(dir int, full, name string, st *unix.Stat_t) error {
 			a.mem = make([]byte, max(size+1, 64<<10))
 		}
 		b := a.mem[:size+1]
-		n, err := io.ReadFull(f, b)
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		n, err := readFull(fd, b)
+		if err != nil {
 			a.warn("unreadable", full)
 			return nil
 		}
@@ -391,7 +392,19 @@ func (a *archiver) file(dir int, full, name string, st *unix.Stat_t) error {
 		if err != nil {
 			return err
 		}
-		n, err := io.CopyBuffer(sp, io.LimitReader(f, size+1), a.buf)
+		var n int64
+		for n <= size {
+			m, rerr := readFull(fd, a.buf[:min(int64(len(a.buf)), size+1-n)])
+			if m > 0 {
+				if _, werr := sp.Write(a.buf[:m]); werr != nil {
+					return werr
+				}
+				n += int64(m)
+			}
+			if err = rerr; err != nil || m == 0 {
+				break
+			}
+		}
 		if err != nil {
 			a.warn("unreadable", full)
 			return nil
@@ -437,4 +450,69 @@ func (a *archiver) spool() (*os.File, error) {
 		return nil, err
 	}
 	return a.tmp, nil
+}
+
+// readFull reads fd until b is full or the file ends, straight by read(2):
+// no poller, no wrapper, one call for most files.
+func readFull(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Read(fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// asyncHash hashes the stream on another goroutine, so hashing and
+// sending overlap: each write is copied into one of a few buffers.
+type asyncHash struct {
+	h    hash.Hash
+	ch   chan []byte
+	free chan []byte
+	done chan struct{}
+	once sync.Once
+}
+
+func newAsyncHash() *asyncHash {
+	a := &asyncHash{h: sha256.New(), ch: make(chan []byte, 4), free: make(chan []byte, 5), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for b := range a.ch {
+			a.h.Write(b)
+			select {
+			case a.free <- b[:0]:
+			default: // enough spare: let it go
+			}
+		}
+	}()
+	return a
+}
+
+func (a *asyncHash) Write(p []byte) (int, error) {
+	var b []byte
+	select {
+	case b = <-a.free:
+	default:
+	}
+	b = append(b[:0], p...)
+	a.ch <- b
+	return len(p), nil
+}
+
+func (a *asyncHash) close() { a.once.Do(func() { close(a.ch) }) }
+
+// sum is the hash of everything written (the writes are over).
+func (a *asyncHash) sum() []byte {
+	a.close()
+	<-a.done
+	return a.h.Sum(nil)
 }
