@@ -1024,3 +1024,40 @@ func TestFilesPutStalledBody(t *testing.T) {
 		t.Errorf("the stalled PUT left %d entries in Home (%s…)", len(ents), ents[0].Name())
 	}
 }
+
+// At most 8 archives stream at once: a ninth is 429 at once, and one
+// more is served once one has ended.
+func TestFilesArchivesAtOnceAreBounded(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	os.MkdirAll(filepath.Join(s.Home, "a"), 0o755)
+	f, _ := os.Create(filepath.Join(s.Home, "a", "big"))
+	f.Truncate(64 << 20) // more than the sockets' buffers hold
+	f.Close()
+	var open []*http.Response
+	defer func() {
+		for _, r := range open {
+			r.Body.Close()
+		}
+	}()
+	for i := range 8 {
+		// Unread: the server blocks sending it, the archive stays open.
+		resp, err := http.Get(s.URL + "/v1/files/archive?path=a")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("archive %d: %v %v", i, err, resp)
+		}
+		open = append(open, resp)
+	}
+	want(t, "a ninth archive", fcall(t, s, "GET", "/v1/files/archive", qp("path", "a", "max_file_bytes", "1"), nil, nil), 429, "too_many_archives")
+	open[0].Body.Close()
+	open = open[1:]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := fcall(t, s, "GET", "/v1/files/archive", qp("path", "a", "max_file_bytes", "1"), nil, nil)
+		if r.code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no archive served after one ended: %d %s", r.code, r.body)
+		}
+	}
+}

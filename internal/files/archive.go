@@ -30,6 +30,9 @@ const (
 	defaultMaxArchFileBytes  = 100 << 20
 	defaultMaxArchBytes      = 1 << 30
 	defaultMaxEntriesVisited = 100_000
+	// maxArchives stream at once: each holds a spool of up to
+	// spoolInMemory bytes and a descriptor per level.
+	maxArchives = 8
 	// maxArchiveDepth bounds nesting: each level holds a descriptor.
 	maxArchiveDepth = 256
 	// maxWarnings are the warnings listed one by one; the rest are
@@ -135,6 +138,10 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if !s.archives.TryAcquire(1) {
+		return errf(http.StatusTooManyRequests, "too_many_archives", "%d archives are streaming, the most at once: try again when one has ended", maxArchives)
+	}
+	defer s.archives.Release(1)
 	p, err := s.resolve(p0, resolveOpts{followLast: true})
 	if err != nil {
 		return err

@@ -44,6 +44,7 @@ type Service struct {
 	state []beneath.ID // the state dir and every directory above it
 
 	watchers *semaphore.Weighted // watches open at once
+	archives *semaphore.Weighted // archives streaming at once
 	stop     chan struct{}       // closed by Stop: watches end
 	stopOnce sync.Once
 }
@@ -61,7 +62,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, watchers: semaphore.NewWeighted(maxWatchers), stop: make(chan struct{})}
+	s := &Service{cfg: cfg, watchers: semaphore.NewWeighted(maxWatchers), archives: semaphore.NewWeighted(maxArchives), stop: make(chan struct{})}
 	if cfg.Home != "" && filepath.IsAbs(cfg.Home) {
 		s.roots = append(s.roots, beneath.RootNames(cfg.Home))
 	}
