@@ -168,11 +168,22 @@ type mcpReport struct {
 		// The screen tools on less.
 		LessRun, LessScreen, LessSpace, LessDown, LessQuit, LessWait, LessAfter mcpResult
 		ScreenStdio, KeysEnded, KeysBad, ScreenUnknown                          mcpResult
+		// The file tools.
+		FileWrite, FileRead, FileEditNoMatch, FileEditAmbiguous, FileEditOk, FileReadAfter, FileList, FileBinary, FileOutside mcpResult
 	} `json:"steps"`
 }
 
 func runMCPClient(t *testing.T, script string, cfg map[string]any) mcpReport {
 	t.Helper()
+	if d, ok := cfg["filesDir"].(string); ok {
+		// A binary file for read_file to refuse.
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "bin"), []byte("a\x00b"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg["longLines"] = mcpLongLines
 	cfg["timedRuns"] = mcpTimedRuns
 	raw, _ := json.Marshal(cfg)
@@ -208,6 +219,7 @@ func TestMCPStdio(t *testing.T) {
 		"command":   filepath.Join(binDir, "shellctl"),
 		"args":      []string{"mcp", "--server", s.URL, "--token-file", tokFile},
 		"env":       map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"},
+		"filesDir":  s.Home + "/mcp-files",
 	})
 	checkMCPReport(t, s, rep)
 }
@@ -215,7 +227,7 @@ func TestMCPStdio(t *testing.T) {
 func TestMCPStreamableHTTP(t *testing.T) {
 	script := mcpClientDir(t)
 	s := startServer(t, serverOpts{token: mcpToken})
-	rep := runMCPClient(t, script, map[string]any{"transport": "http", "url": s.URL + "/mcp", "token": mcpToken})
+	rep := runMCPClient(t, script, map[string]any{"transport": "http", "url": s.URL + "/mcp", "token": mcpToken, "filesDir": s.Home + "/mcp-files"})
 	if rep.NoTokenStatus != 401 {
 		t.Errorf("POST /mcp without the token answered %d, want 401", rep.NoTokenStatus)
 	}
@@ -230,7 +242,7 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 	if rep.Server.Name != "shellctl" {
 		t.Errorf("server name %q, want shellctl", rep.Server.Name)
 	}
-	want := []string{"shell_input", "shell_interrupt", "shell_keys", "shell_list", "shell_run", "shell_screen", "shell_status", "shell_wait"}
+	want := []string{"edit_file", "list_dir", "read_file", "shell_input", "shell_interrupt", "shell_keys", "shell_list", "shell_run", "shell_screen", "shell_status", "shell_wait", "write_file"}
 	var got []string
 	for _, tl := range rep.Tools {
 		got = append(got, tl.Name)
@@ -245,6 +257,7 @@ func checkMCPReport(t *testing.T, s *server, rep mcpReport) {
 		t.Errorf("tools %v, want %v", got, want)
 	}
 	st := &rep.Steps
+	checkMCPFiles(t, s, st.FileWrite, st.FileRead, st.FileEditNoMatch, st.FileEditAmbiguous, st.FileEditOk, st.FileReadAfter, st.FileList, st.FileBinary, st.FileOutside)
 
 	// The prompt shows before it is answered; the answer reaches the job.
 	run := st.PromptRun.answer(t, "shell_run (prompt)")
@@ -511,5 +524,51 @@ func checkMCPScreen(t *testing.T, rep mcpReport) {
 		if !r.res.IsError || !strings.Contains(r.res.Text, r.want) {
 			t.Errorf("%s: isError %v, text %q; want a tool error with %q", name, r.res.IsError, r.res.Text, r.want)
 		}
+	}
+}
+
+// checkMCPFiles checks the file tools' steps of the reference client:
+// read_file's window of numbered lines, edit_file's three outcomes,
+// list_dir, a binary file and a path outside the roots refused.
+func checkMCPFiles(t *testing.T, s *server, write, read, noMatch, ambiguous, ok, readAfter, list, binary, outside mcpResult) {
+	t.Helper()
+	if write.IsError || !strings.Contains(string(write.Data), `"sha256"`) {
+		t.Errorf("write_file: %v %s %s", write.IsError, write.Text, write.Data)
+	}
+	var rd struct {
+		Content   string `json:"content"`
+		FirstLine int    `json:"first_line"`
+		Lines     int    `json:"lines"`
+		More      bool   `json:"more"`
+	}
+	if err := json.Unmarshal(read.Data, &rd); err != nil || read.IsError {
+		t.Fatalf("read_file: %v %s", err, read.Text)
+	}
+	if rd.Content != "    10\tline 10\n    11\tline 11\n    12\tline 12\n    13\tline 13\n    14\tline 14\n" || rd.FirstLine != 10 || rd.Lines != 5 || !rd.More {
+		t.Errorf("read_file offset 10 limit 5: %+v", rd)
+	}
+	if !noMatch.IsError || !strings.Contains(noMatch.Text, "edit_no_match") {
+		t.Errorf("edit_file no match: %v %q", noMatch.IsError, noMatch.Text)
+	}
+	if !ambiguous.IsError || !strings.Contains(ambiguous.Text, "edit_ambiguous") || !strings.Contains(ambiguous.Text, "2 times") {
+		t.Errorf("edit_file ambiguous: %v %q", ambiguous.IsError, ambiguous.Text)
+	}
+	if ok.IsError || !strings.Contains(string(ok.Data), `"replacements":1`) {
+		t.Errorf("edit_file: %v %q %s", ok.IsError, ok.Text, ok.Data)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.Home, "mcp-files", "notes.txt")); !strings.Contains(string(b), "line 6\nseven\nline 8\n") {
+		t.Errorf("the edited file: %q", b)
+	}
+	if err := json.Unmarshal(readAfter.Data, &rd); err != nil || rd.Content != "     6\tline 6\n     7\tseven\n     8\tline 8\n" {
+		t.Errorf("read_file after the edit: %v %+v", err, rd)
+	}
+	if list.IsError || !strings.Contains(string(list.Data), `"name":"notes.txt","type":"file"`) {
+		t.Errorf("list_dir: %v %s", list.IsError, list.Data)
+	}
+	if !binary.IsError || !strings.Contains(binary.Text, "binary") {
+		t.Errorf("read_file of a binary file: %v %q", binary.IsError, binary.Text)
+	}
+	if !outside.IsError || !strings.Contains(outside.Text, "path_not_allowed") {
+		t.Errorf("read_file /etc/shadow: %v %q", outside.IsError, outside.Text)
 	}
 }

@@ -95,7 +95,8 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(serveCmd())
 	addClientCommands(root)
-	root.AddCommand(mcpCmd()) // cmd/shellctl/mcp.go
+	root.AddCommand(fileCmds(theClientFlags)...) // cmd/shellctl/files.go
+	root.AddCommand(mcpCmd())                    // cmd/shellctl/mcp.go
 	root.AddCommand(versionCmd(theClientFlags))
 	root.AddCommand(healthcheckCmd(theClientFlags))
 	root.Version = buildinfo.Get().Version // --version, as well as the verb

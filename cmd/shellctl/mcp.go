@@ -41,7 +41,7 @@ func mcpCmd() *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			cl := &client.Client{BaseURL: server, Token: token, HTTP: &http.Client{}}
-			srv := mcp.New(mcp.ClientJobs{C: cl}, mcp.Options{OutputCap: outputCap, Version: buildinfo.Get().Version, Logger: log})
+			srv := mcp.New(mcp.ClientJobs{C: cl}, mcp.Options{OutputCap: outputCap, Version: buildinfo.Get().Version, Logger: log, Files: cl})
 			return srv.RunStdio(cmd.Context())
 		},
 	}

@@ -221,6 +221,9 @@ func serveCmd() *cobra.Command {
 	f.Var(portsFlag{&cfg.Egress.AllowPorts}, "egress-allow-port", "with --egress=proxy-only, TCP ports jobs may also connect to directly (local dev servers), comma-separated or repeated")
 	f.StringVar(&cfg.Egress.CredentialsFile, "egress-credentials-file", "", "JSON array of credentials for every job (the system tier), read once at start")
 	f.StringVar(&cfg.JobSeccomp, "job-seccomp", "default", "the job's seccomp filter: default (refuses namespaces, mounts, keyrings, BPF, perf events, module loading, clock changes, resource calls on other processes, ...) or off")
+	// The file routes (docs/files.md).
+	f.StringArrayVar(&cfg.FileRoots, "file-root", nil, "a directory the file routes (/v1/files) may reach besides Home and --workspace-root (repeatable); the state dir stays out of reach")
+	f.Var(sizeFlag{&cfg.MaxFileBytes}, "max-file-bytes", "largest file a PUT /v1/files/content writes, e.g. 1GiB (default 1GiB); more: 413, nothing written")
 	return c
 }
 

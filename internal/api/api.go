@@ -47,6 +47,8 @@ type Server struct {
 	// Egress is the credential proxy's session tier (prepare.go; nil:
 	// off, PUT /v1/prepare answers 409).
 	Egress Egress
+	// Files serves /v1/files/* (internal/files; nil: 404).
+	Files http.Handler
 
 	budgetOnce sync.Once
 	sem        *semaphore.Weighted
@@ -272,6 +274,7 @@ func (s *Server) routes() *http.ServeMux {
 	// The egress proxy's session tier (prepare.go).
 	authed("/v1/prepare", only(s.prepare, http.MethodPut))
 	authed("/v1/prepare/{session_id}", only(s.unprepare, http.MethodDelete))
+	s.fileRoutes(authed)
 	return m
 }
 

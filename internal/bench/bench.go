@@ -58,6 +58,7 @@ var groups = []group{
 	{"mcp", "MCP tool-call overhead over /v1", benchMCP},
 	{"memory", "memory per running job", benchJobMemory},
 	{"egress", "egress proxy: request and download, intercepted and tunnelled, vs direct", benchEgress},
+	{"files", "file routes: 40 MiB up and down, stat, archive of a tree", benchFiles},
 	{"snapshot", "snapshot save and restore", benchSnapshot},
 }
 

@@ -52,6 +52,9 @@ type Options struct {
 	MaxWait time.Duration
 	Version string
 	Logger  *slog.Logger
+	// Files serves the file tools (read_file, write_file, edit_file,
+	// list_dir) through the file routes; nil: no file tools.
+	Files *client.Client
 }
 
 // Server is shellctl's MCP server: the tools, and each session's jobs and

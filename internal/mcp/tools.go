@@ -237,6 +237,7 @@ func (s *Server) addTools() {
 	}, s.list)
 
 	s.addScreenTools() // screen.go
+	s.addFileTools()   // files.go
 }
 
 func (s *Server) waitReq(st *session, id string, timeout float64) WaitRequest {

@@ -22,7 +22,7 @@ const mcpSessionTimeout = 30 * time.Minute
 // request still open ends: a client's event stream never holds a stop.
 func mcpHandler(h *api.Server, token string, log *slog.Logger, stop <-chan struct{}) http.Handler {
 	c := &client.Client{BaseURL: "http://in-process", Token: token, HTTP: &http.Client{Transport: mcp.InProcess(h)}}
-	srv := mcp.New(mcp.ClientJobs{C: c}, mcp.Options{Version: buildinfo.Get().Version, Logger: log}).HTTPHandler(mcpSessionTimeout)
+	srv := mcp.New(mcp.ClientJobs{C: c}, mcp.Options{Version: buildinfo.Get().Version, Logger: log, Files: c}).HTTPHandler(mcpSessionTimeout)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shellctl/shellctl/internal/api"
 	"github.com/shellctl/shellctl/internal/egress"
+	"github.com/shellctl/shellctl/internal/files"
 	"github.com/shellctl/shellctl/internal/isolation"
 	"github.com/shellctl/shellctl/internal/jobpeer"
 	"github.com/shellctl/shellctl/internal/jobs"
@@ -77,6 +78,12 @@ type Config struct {
 	BodyReadTimeout   time.Duration // 0 = none
 	IdleTimeout       time.Duration // 0 = none
 	MaxConnections    int           // 0 = no cap
+
+	// FileRoots (--file-root) are roots of the file routes besides Home
+	// and the workspace root; MaxFileBytes (--max-file-bytes) bounds a
+	// PUT (0: files.DefaultMaxFileBytes).
+	FileRoots    []string
+	MaxFileBytes int64
 
 	// MetricsListen, when set, serves GET /metrics on its own address,
 	// without auth (for a scraper on a private network).
@@ -292,6 +299,22 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("--max-connections lowered to half the descriptor limit", "asked", maxConns, "nofile", lim, "now", lim/2)
 		maxConns = int(lim / 2)
 	}
+	fileRoots := append([]string(nil), cfg.FileRoots...)
+	if cfg.WorkspaceRoot != "" {
+		fileRoots = append(fileRoots, cfg.WorkspaceRoot)
+	}
+	fsvc, err := files.New(files.Config{Home: cfg.Home, Roots: fileRoots, StateDir: cfg.StateDir, MaxFileBytes: cfg.MaxFileBytes, BodyIdle: cfg.BodyReadTimeout, Logger: log})
+	if err != nil {
+		ln.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		svc.Close()
+		st.Close()
+		eg.Close()
+		return nil, err
+	}
+	h.Files = fsvc
 	base := newInfo(&cfg, cg, policy, walls, snapTimeout, maxConns, started)
 	base.Egress = egressInfo(eg, &cfg)
 	h.Info = infoFunc(base, st)
@@ -328,6 +351,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.http.RegisterOnShutdown(h.StopStreams) // streams end at once; clients resume
 	s.http.RegisterOnShutdown(func() { close(mcpStop) })
+	s.http.RegisterOnShutdown(fsvc.Stop) // file watches end at once
 	if cfg.Token == "" {
 		log.Warn("no auth token configured: every client on this address can run commands")
 	}

@@ -113,6 +113,22 @@ async function main() {
 
   s.list = await call(client, "shell_list", {});
 
+  // The file tools: write, read a window of lines, edit (no match,
+  // ambiguous, ok), list, and a binary file (made by the test) refused.
+  if (cfg.filesDir) {
+    const f = cfg.filesDir + "/notes.txt";
+    const text = Array.from({ length: 50 }, (_, i) => `line ${i + 1}`).join("\n") + "\ndup\ndup\n";
+    s.fileWrite = await call(client, "write_file", { path: f, content: text });
+    s.fileRead = await call(client, "read_file", { path: f, offset: 10, limit: 5 });
+    s.fileEditNoMatch = await call(client, "edit_file", { path: f, old_text: "line 99\n", new_text: "x" });
+    s.fileEditAmbiguous = await call(client, "edit_file", { path: f, old_text: "dup", new_text: "x" });
+    s.fileEditOk = await call(client, "edit_file", { path: f, old_text: "line 7\n", new_text: "seven\n" });
+    s.fileReadAfter = await call(client, "read_file", { path: f, offset: 6, limit: 3 });
+    s.fileList = await call(client, "list_dir", { path: cfg.filesDir });
+    s.fileBinary = await call(client, "read_file", { path: cfg.filesDir + "/bin" });
+    s.fileOutside = await call(client, "read_file", { path: "/etc/shadow" });
+  }
+
   // How long a short job takes through the whole chain, client to client.
   const ms = [];
   for (let i = 0; i < cfg.timedRuns; i++) {

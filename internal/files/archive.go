@@ -1,0 +1,525 @@
+package files
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Archive bounds (query parameters of the same names) and their defaults.
+const (
+	defaultMaxFiles          = 10_000
+	defaultMaxArchFileBytes  = 100 << 20
+	defaultMaxArchBytes      = 1 << 30
+	defaultMaxEntriesVisited = 100_000
+	// maxArchives stream at once: each holds a spool of up to
+	// spoolInMemory bytes and a descriptor per level.
+	maxArchives = 8
+	// maxArchiveDepth bounds nesting: each level holds a descriptor.
+	maxArchiveDepth = 256
+	// maxWarnings are the warnings listed one by one; the rest are
+	// counted by kind.
+	maxWarnings = 100
+	// spoolInMemory: files up to this size are read into memory before
+	// they are written; larger ones into an unnamed temporary file, so a
+	// file that changes under the read is left out, never half-written.
+	spoolInMemory = 4 << 20
+)
+
+// Trailer names of an archive.
+const (
+	TrailerStatus   = "X-Archive-Status"
+	TrailerFiles    = "X-Archive-Files"
+	TrailerBytes    = "X-Archive-Bytes"
+	TrailerSHA256   = "X-Archive-Sha256"
+	TrailerWarnings = "X-Archive-Warnings"
+)
+
+// Warning is one entry of X-Archive-Warnings: what was left out or odd,
+// the path (relative to the archived directory), and how many warnings of
+// that kind there were in all.
+type Warning struct {
+	Kind  string `json:"kind"`
+	Path  string `json:"path,omitempty"`
+	Count int    `json:"count"`
+}
+
+type archiveLimits struct {
+	maxFiles, maxFileBytes, maxBytes, maxVisited int64
+}
+
+type archiver struct {
+	s       *Service
+	tw      *tar.Writer
+	lim     archiveLimits
+	files   int64
+	bytes   int64
+	visited int64
+	stopped bool // a bound ended the walk
+	// overBudget: the traversal budget is spent; what was read is still
+	// archived, nothing more is read.
+	overBudget bool
+	warnings   []Warning
+	kinds      map[string]int
+	order      []string
+	buf        []byte
+	tmp        *os.File // the spool for large files (unnamed, reused)
+	mem        []byte   // the spool for the others (reused)
+}
+
+func (a *archiver) warn(kind, p string) {
+	if a.kinds[kind] == 0 {
+		a.order = append(a.order, kind)
+	}
+	a.kinds[kind]++
+	if len(a.warnings) < maxWarnings {
+		if len(p) > 512 {
+			p = p[:512] + "…"
+		}
+		a.warnings = append(a.warnings, Warning{Kind: kind, Path: p})
+	}
+}
+
+// warningList is the trailer's list: each entry carries its kind's count;
+// kinds with more warnings than listed are summarised once more.
+func (a *archiver) warningList() []Warning {
+	out := make([]Warning, 0, len(a.warnings)+1)
+	listed := map[string]int{}
+	for _, w := range a.warnings {
+		w.Count = a.kinds[w.Kind]
+		listed[w.Kind]++
+		out = append(out, w)
+	}
+	for _, k := range a.order {
+		if n := a.kinds[k]; n > listed[k] {
+			out = append(out, Warning{Kind: k + "_more", Count: n - listed[k]})
+		}
+	}
+	return out
+}
+
+func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
+	p0, err := pathParam(r)
+	if err != nil {
+		return err
+	}
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = "tar"
+	}
+	if format != "tar" && format != "tar.zst" {
+		return errf(http.StatusBadRequest, "invalid_request", "format=%q is not tar or tar.zst", format)
+	}
+	var lim archiveLimits
+	for _, b := range []struct {
+		name string
+		v    *int64
+		def  int64
+	}{{"max_files", &lim.maxFiles, defaultMaxFiles}, {"max_file_bytes", &lim.maxFileBytes, defaultMaxArchFileBytes}, {"max_bytes", &lim.maxBytes, defaultMaxArchBytes}, {"max_entries_visited", &lim.maxVisited, defaultMaxEntriesVisited}} {
+		if *b.v, err = intParam(r, b.name, b.def, 0, 1<<50); err != nil {
+			return err
+		}
+	}
+	if !s.archives.TryAcquire(1) {
+		return errf(http.StatusTooManyRequests, "too_many_archives", "%d archives are streaming, the most at once: try again when one has ended", maxArchives)
+	}
+	defer s.archives.Release(1)
+	p, err := s.resolve(p0, resolveOpts{followLast: true})
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	d, _, err := s.openRead(p, true)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+
+	h := w.Header()
+	ctype := "application/x-tar"
+	if format == "tar.zst" {
+		ctype = "application/zstd"
+	}
+	h.Set("Content-Type", ctype)
+	h.Set("Trailer", strings.Join([]string{TrailerStatus, TrailerFiles, TrailerBytes, TrailerSHA256, TrailerWarnings}, ", "))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	sum := newAsyncHash()
+	defer sum.close()
+	// Tar writes each header on its own: buffered, the stream goes out
+	// in large chunks.
+	bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 256<<10)
+	cw := &countWriter{w: bw}
+	var out io.Writer = cw
+	var enc *zstd.Encoder
+	if format == "tar.zst" {
+		if enc, err = zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		out = enc
+	}
+	a := &archiver{s: s, tw: tar.NewWriter(out), lim: lim, kinds: map[string]int{}, buf: make([]byte, 256<<10)}
+	defer func() {
+		if a.tmp != nil {
+			a.tmp.Close()
+		}
+	}()
+	werr := a.walk(int(d.Fd()), "", 0)
+	if werr == nil {
+		werr = a.tw.Close()
+	}
+	if werr == nil && enc != nil {
+		werr = enc.Close()
+	}
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	if werr != nil {
+		// The client sees a cut stream without the ok trailer: a failure.
+		s.cfg.Logger.Warn("archive cut", "path", p0, "err", werr)
+		panic(http.ErrAbortHandler)
+	}
+	status := "ok"
+	if a.stopped || a.overBudget {
+		status = "truncated"
+	}
+	wl, _ := json.Marshal(a.warningList())
+	h.Set(TrailerStatus, status)
+	h.Set(TrailerFiles, strconv.FormatInt(a.files, 10))
+	h.Set(TrailerBytes, strconv.FormatInt(cw.n, 10))
+	h.Set(TrailerSHA256, hex.EncodeToString(sum.sum()))
+	h.Set(TrailerWarnings, string(wl))
+	return nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// walk archives the directory dir (an open descriptor) whose path in the
+// archive is rel ("" for the top). Each subdirectory is opened beneath
+// dir with O_NOFOLLOW|O_DIRECTORY: a link swapped in is never followed.
+func (a *archiver) walk(dir int, rel string, depth int) error {
+	if depth > maxArchiveDepth {
+		a.warn("too_deep", rel)
+		return nil
+	}
+	names, err := a.readNames(dir, rel)
+	if err != nil {
+		return err
+	}
+	nfc := make(map[string]string, len(names)) // NFC form -> the name
+	for _, n := range names {
+		key := norm.NFC.String(n)
+		if other, ok := nfc[key]; ok {
+			a.warn("nfc_duplicate", path.Join(rel, other)+" | "+path.Join(rel, n))
+		}
+		nfc[key] = n
+		if hasControl(n) {
+			a.warn("control_character", strconv.Quote(path.Join(rel, n)))
+		}
+	}
+	for _, n := range names {
+		if a.stopped {
+			return nil
+		}
+		if err := a.entry(dir, rel, n, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readNames reads dir's names, sorted, each counted against the
+// traversal budget; the budget spent stops the walk.
+func (a *archiver) readNames(dir int, rel string) ([]string, error) {
+	fd, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		a.warn("unreadable", rel)
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var names []string
+	for {
+		batch, err := f.Readdirnames(512)
+		for _, n := range batch {
+			if a.visited++; a.visited > a.lim.maxVisited {
+				if !a.overBudget {
+					a.warn("max_entries_visited", path.Join(rel, n))
+				}
+				a.overBudget = true
+				break
+			}
+			names = append(names, n)
+		}
+		if a.overBudget || err != nil || len(batch) == 0 {
+			break
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *archiver) header(hdr *tar.Header) error {
+	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+	// Whole seconds, as tar keeps them: sub-second times would need a
+	// PAX record for every entry.
+	hdr.ModTime = hdr.ModTime.Truncate(time.Second)
+	return a.tw.WriteHeader(hdr)
+}
+
+func (a *archiver) entry(dir int, rel, name string, depth int) error {
+	full := path.Join(rel, name)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil // gone meanwhile
+	}
+	mt := mtime(&st)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		if a.s.containsState(&st) {
+			a.warn("state_dir", full)
+			return nil
+		}
+		sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			a.warn("unreadable", full)
+			return nil
+		}
+		defer unix.Close(sub)
+		var st2 unix.Stat_t
+		if unix.Fstat(sub, &st2) != nil || st2.Ino != st.Ino || st2.Dev != st.Dev {
+			a.warn("changed", full)
+			return nil
+		}
+		if err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: full + "/", Mode: int64(st.Mode & 0o7777), ModTime: mt}); err != nil {
+			return err
+		}
+		return a.walk(sub, full, depth+1)
+	case unix.S_IFLNK:
+		target, err := readlinkAt(dir, name)
+		if err != nil {
+			return nil
+		}
+		return a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: full, Linkname: target, Mode: 0o777, ModTime: mt})
+	case unix.S_IFREG:
+		return a.file(dir, full, name, &st)
+	default:
+		a.warn("not_a_regular_file", full)
+		return nil
+	}
+}
+
+// file archives one regular file: opened without following links and
+// non-blocking, checked to be the file stat'ed, read to at most its size
+// into a spool, checked again; a file that changed is left out.
+func (a *archiver) file(dir int, full, name string, st *unix.Stat_t) error {
+	if a.files >= a.lim.maxFiles {
+		a.warn("max_files", full)
+		a.stopped = true
+		return nil
+	}
+	if st.Size > a.lim.maxFileBytes {
+		a.warn("max_file_bytes", full)
+		return nil
+	}
+	if a.bytes+st.Size > a.lim.maxBytes {
+		a.warn("max_bytes", full)
+		a.stopped = true
+		return nil
+	}
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		a.warn("unreadable", full)
+		return nil
+	}
+	defer unix.Close(fd)
+	var before unix.Stat_t
+	if unix.Fstat(fd, &before) != nil || before.Mode&unix.S_IFMT != unix.S_IFREG || before.Ino != st.Ino || before.Dev != st.Dev {
+		a.warn("changed", full)
+		return nil
+	}
+	// O_NONBLOCK stays: a regular file's reads ignore it.
+	size := before.Size
+	var body io.Reader
+	if size <= spoolInMemory {
+		if int64(cap(a.mem)) < size+1 {
+			a.mem = make([]byte, max(size+1, 64<<10))
+		}
+		b := a.mem[:size+1]
+		n, err := readFull(fd, b)
+		if err != nil {
+			a.warn("unreadable", full)
+			return nil
+		}
+		if int64(n) != size {
+			a.warn("changed", full)
+			return nil
+		}
+		body = bytes.NewReader(b[:n])
+	} else {
+		sp, err := a.spool()
+		if err != nil {
+			return err
+		}
+		var n int64
+		for n <= size {
+			m, rerr := readFull(fd, a.buf[:min(int64(len(a.buf)), size+1-n)])
+			if m > 0 {
+				if _, werr := sp.Write(a.buf[:m]); werr != nil {
+					return werr
+				}
+				n += int64(m)
+			}
+			if err = rerr; err != nil || m == 0 {
+				break
+			}
+		}
+		if err != nil {
+			a.warn("unreadable", full)
+			return nil
+		}
+		if n != size {
+			a.warn("changed", full)
+			return nil
+		}
+		if _, err := sp.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		body = io.LimitReader(sp, size)
+	}
+	var after unix.Stat_t
+	if unix.Fstat(fd, &after) != nil || after.Size != before.Size || after.Mtim != before.Mtim || after.Ino != before.Ino {
+		a.warn("changed", full)
+		return nil
+	}
+	if err := a.header(&tar.Header{Typeflag: tar.TypeReg, Name: full, Size: size, Mode: int64(before.Mode & 0o7777), ModTime: mtime(&before)}); err != nil {
+		return err
+	}
+	if _, err := io.CopyBuffer(a.tw, body, a.buf); err != nil {
+		return err
+	}
+	a.files++
+	a.bytes += size
+	return nil
+}
+
+// spool is the unnamed temporary file large files are read into, emptied.
+func (a *archiver) spool() (*os.File, error) {
+	if a.tmp == nil {
+		fd, err := unix.Open(os.TempDir(), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("make a spool file in %s: %w", os.TempDir(), err)
+		}
+		a.tmp = os.NewFile(uintptr(fd), "archive-spool")
+	}
+	if err := a.tmp.Truncate(0); err != nil {
+		return nil, err
+	}
+	if _, err := a.tmp.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return a.tmp, nil
+}
+
+// readFull reads fd until b is full or the file ends, straight by read(2):
+// no poller, no wrapper, one call for most files.
+func readFull(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Read(fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// asyncHash hashes the stream on another goroutine, so hashing and
+// sending overlap: each write is copied into one of a few buffers.
+type asyncHash struct {
+	h    hash.Hash
+	ch   chan []byte
+	free chan []byte
+	done chan struct{}
+	once sync.Once
+}
+
+func newAsyncHash() *asyncHash {
+	a := &asyncHash{h: sha256.New(), ch: make(chan []byte, 4), free: make(chan []byte, 5), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for b := range a.ch {
+			a.h.Write(b)
+			select {
+			case a.free <- b[:0]:
+			default: // enough spare: let it go
+			}
+		}
+	}()
+	return a
+}
+
+func (a *asyncHash) Write(p []byte) (int, error) {
+	var b []byte
+	select {
+	case b = <-a.free:
+	default:
+	}
+	b = append(b[:0], p...)
+	a.ch <- b
+	return len(p), nil
+}
+
+func (a *asyncHash) close() { a.once.Do(func() { close(a.ch) }) }
+
+// sum is the hash of everything written (the writes are over).
+func (a *asyncHash) sum() []byte {
+	a.close()
+	<-a.done
+	return a.h.Sum(nil)
+}
