@@ -266,6 +266,9 @@ func (s *Server) routes() *http.ServeMux {
 	authed("/v1/jobs/{id}/screen", byID(http.MethodGet, s.screen))
 	authed("/v1/jobs/{id}/keys", byID(http.MethodPost, s.keys))
 	authed("/v1/jobs/{id}/log/tail", byID(http.MethodGet, s.tail))
+	// attach checks its own token: a browser's WebSocket cannot send the
+	// header, and offers it as a subprotocol entry instead (attach.go).
+	open("/v1/jobs/{id}/attach", s.attachRoute)
 	return m
 }
 

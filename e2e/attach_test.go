@@ -1,0 +1,296 @@
+package e2e
+
+// GET /v1/jobs/{id}/attach (spec/extended-api.md §8): a real WebSocket
+// client (internal/client, github.com/coder/websocket) against a real
+// server, runner and job.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/shellctl/shellctl/internal/client"
+)
+
+// attached reads one attach socket into a buffer, in the background.
+type attached struct {
+	t    *testing.T
+	conn *client.AttachConn
+	mu   sync.Mutex
+	out  bytes.Buffer
+	ctl  []client.AttachControl
+	err  error // how reading ended
+	grew chan struct{}
+	done chan struct{}
+}
+
+func attachTo(t *testing.T, s *server, id string, opt client.AttachOptions) *attached {
+	t.Helper()
+	c, err := s.c.Attach(ctx(t), id, opt)
+	if err != nil {
+		t.Fatalf("attach to %s: %v", id, err)
+	}
+	a := &attached{t: t, conn: c, grew: make(chan struct{}), done: make(chan struct{})}
+	go a.read()
+	t.Cleanup(func() { c.CloseNow() })
+	return a
+}
+
+func (a *attached) read() {
+	defer close(a.done)
+	for {
+		m, err := a.conn.Next(context.Background())
+		a.mu.Lock()
+		if err != nil {
+			a.err = err
+			close(a.grew)
+			a.mu.Unlock()
+			return
+		}
+		if m.Control != nil {
+			a.ctl = append(a.ctl, *m.Control)
+		} else {
+			a.out.Write(m.Output)
+		}
+		close(a.grew)
+		a.grew = make(chan struct{})
+		a.mu.Unlock()
+	}
+}
+
+// waitFor waits until the output holds want (after from), and returns
+// where it ends in the output.
+func (a *attached) waitFor(want string, from int) int {
+	a.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		a.mu.Lock()
+		out := a.out.String()
+		grew, err := a.grew, a.err
+		a.mu.Unlock()
+		if i := strings.Index(out[min(from, len(out)):], want); i >= 0 {
+			return from + i + len(want)
+		}
+		if err != nil {
+			a.t.Fatalf("attach ended (%v) before %q came; output:\n%q", err, want, out)
+		}
+		select {
+		case <-grew:
+		case <-deadline:
+			a.t.Fatalf("no %q in the attached output after 30s:\n%q", want, out)
+		}
+	}
+}
+
+func (a *attached) output() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.out.String()
+}
+
+// ended waits for the socket's end: the exit message and a normal close.
+func (a *attached) ended() client.AttachControl {
+	a.t.Helper()
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		a.t.Fatalf("the attach socket did not end after the job did; output:\n%q", a.output())
+	}
+	if !errors.Is(a.err, client.ErrAttachClosed) {
+		a.t.Fatalf("the attach socket ended with %v, want a normal close (1000)", a.err)
+	}
+	var exit *client.AttachControl
+	for i := range a.ctl {
+		if a.ctl[i].Type == "exit" {
+			exit = &a.ctl[i]
+		}
+	}
+	if exit == nil {
+		a.t.Fatalf("no exit message before the close; control messages: %+v", a.ctl)
+	}
+	return *exit
+}
+
+func (a *attached) input(s string) {
+	a.t.Helper()
+	if err := a.conn.Input(ctx(a.t), []byte(s)); err != nil {
+		a.t.Fatalf("send %q: %v", s, err)
+	}
+}
+
+// startBash runs an interactive bash in a pty job.
+func startBash(t *testing.T, s *server) string {
+	t.Helper()
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "PS1='$ ' exec bash --norc --noprofile -i", Mode: "pty", Timeout: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.JobID
+}
+
+// TestAttachPtyBash: resize seen by stty size, Ctrl-C (0x03) interrupts
+// sleep, two clients at once see the same output and both may type, the
+// exit message arrives and the socket closes normally.
+func TestAttachPtyBash(t *testing.T) {
+	s := startServer(t, serverOpts{token: "tok"})
+	id := startBash(t, s)
+	a := attachTo(t, s, id, client.AttachOptions{})
+	if p := a.conn.Subprotocol(); p != client.AttachSubprotocol {
+		t.Fatalf("subprotocol %q, want %q", p, client.AttachSubprotocol)
+	}
+	if err := a.conn.Resize(ctx(t), 101, 37); err != nil {
+		t.Fatal(err)
+	}
+	a.input("stty size\r")
+	at := a.waitFor("37 101", 0)
+
+	at = a.waitFor("$ ", at)
+	// The child says it runs in the terminal's foreground, then becomes
+	// sleep: a Ctrl-C from then on is the sleep's (typed sooner, while
+	// bash still starts the command, a real terminal's ^C is bash's).
+	a.input("bash -c 'echo st''arted; exec sleep 30'\r")
+	at = a.waitFor("started\n", at)
+	start := time.Now()
+	a.input("\x03")
+	a.input("echo after-$?\r")
+	at = a.waitFor("after-130", at)
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("Ctrl-C took %v to end sleep 30", d)
+	}
+
+	// A second client: what one types, both see.
+	b := attachTo(t, s, id, client.AttachOptions{})
+	b.input("echo two-$((6*7))\r")
+	a.waitFor("two-42", at)
+	b.waitFor("two-42", 0)
+
+	a.input("exit 3\r")
+	for _, c := range []*attached{a, b} {
+		e := c.ended()
+		if e.Status != "exited" || e.ExitCode == nil || *e.ExitCode != 3 {
+			t.Errorf("exit message %+v, want status exited, exit_code 3", e)
+		}
+		if e.Offset <= 0 {
+			t.Errorf("exit message offset %d, want output.log's size", e.Offset)
+		}
+	}
+}
+
+// TestAttachAuthAndChecks: the token by header or subprotocol entry (never
+// echoed back), none refused; the subprotocol required; an evil Origin or
+// Host refused on the handshake, an allowed Origin served; a stdio job
+// without a pipe refused.
+func TestAttachAuthAndChecks(t *testing.T) {
+	s := startServer(t, serverOpts{token: "tok", args: []string{"--allowed-origins", "https://ok.example"}})
+	id := startBash(t, s)
+	url := "ws" + strings.TrimPrefix(s.URL, "http") + "/v1/jobs/" + id + "/attach"
+	dial := func(protos []string, h http.Header) (int, string) {
+		// Not the tests' checked transport: the 403s of the Host and
+		// Origin check are answered before any route (no request id).
+		hc := &http.Client{Transport: &http.Transport{}}
+		c, resp, err := websocket.Dial(ctx(t), url, &websocket.DialOptions{Subprotocols: protos, HTTPHeader: h, HTTPClient: hc})
+		if err == nil {
+			defer c.CloseNow()
+			return http.StatusSwitchingProtocols, c.Subprotocol()
+		}
+		if resp == nil {
+			t.Fatalf("dial: %v", err)
+		}
+		return resp.StatusCode, ""
+	}
+	bearer := http.Header{"Authorization": {"Bearer tok"}}
+	withOrigin := func(o string) http.Header { return http.Header{"Authorization": {"Bearer tok"}, "Origin": {o}} }
+	for _, tc := range []struct {
+		name   string
+		protos []string
+		h      http.Header
+		want   int
+	}{
+		{"no token", []string{"shellctl.attach.v1"}, nil, 401},
+		{"wrong token in subprotocol", []string{"shellctl.attach.v1", "bearer.nope"}, nil, 401},
+		{"token in subprotocol", []string{"shellctl.attach.v1", "bearer.tok"}, nil, 101},
+		{"token in header", []string{"shellctl.attach.v1"}, bearer, 101},
+		{"no subprotocol", nil, bearer, 400},
+		{"evil origin", []string{"shellctl.attach.v1"}, withOrigin("http://evil.example"), 403},
+		{"allowed origin", []string{"shellctl.attach.v1"}, withOrigin("https://ok.example"), 101},
+	} {
+		got, proto := dial(tc.protos, tc.h)
+		if got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+		if got == 101 && proto != "shellctl.attach.v1" {
+			t.Errorf("%s: subprotocol %q chosen, want shellctl.attach.v1 (never the token)", tc.name, proto)
+		}
+	}
+	// Host: set on the request itself.
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/jobs/"+id+"/attach", nil)
+	req.Host = "evil.example"
+	req.Header = http.Header{"Authorization": {"Bearer tok"}, "Connection": {"Upgrade"}, "Upgrade": {"websocket"},
+		"Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Sec-Websocket-Protocol": {"shellctl.attach.v1"}}
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Errorf("handshake with Host evil.example: %d, want 403 forbidden_host", resp.StatusCode)
+	}
+
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 30", Mode: "stdio", Timeout: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.c.Attach(ctx(t), res.JobID, client.AttachOptions{})
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Status != 409 || ae.Code != "input_unsupported" {
+		t.Errorf("attach to a stdio job without a pipe: %v, want 409 input_unsupported", err)
+	}
+}
+
+// attachFromJob is a job's try at the attach WebSocket of job target: the
+// handshake by curl, printing the status.
+func attachFromJob(base, token, target string) string {
+	return fmt.Sprintf(`command -v curl >/dev/null || { echo NO_CURL; exit 3; }
+code=$(curl -s -m 3 -o /dev/null -w '%%{http_code}' -H 'Authorization: Bearer %s' -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+  -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' -H 'Sec-WebSocket-Protocol: shellctl.attach.v1' \
+  %s/v1/jobs/%s/attach)
+echo "status=$code"
+exit 0
+`, token, base, target)
+}
+
+// TestWallJobCannotAttach: a job that knows the token and another job's
+// id tries to attach to it: refused with 403 forbidden_from_job, as every
+// route (docs/security.md, "No job can use the API"). With the wall
+// turned off (--allow-job-clients) the same script gets 101: the test
+// tells a refusal from a script that could not have succeeded.
+func TestWallJobCannotAttach(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"wall", nil, "status=403"},
+		{"wall-off", []string{"--allow-job-clients"}, "status=101"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t, serverOpts{token: "tok", args: tc.args})
+			target := startBash(t, s)
+			res, out := s.runDone(t, client.RunRequest{Script: attachFromJob(s.URL, "tok", target), Mode: "stdio", Timeout: 30})
+			if strings.Contains(out, "NO_CURL") {
+				t.Skip("no curl on this machine for the job to use")
+			}
+			if code(res) != 0 || !strings.Contains(out, tc.want) {
+				t.Fatalf("a job's attach: %q (exit %d), want %s", out, code(res), tc.want)
+			}
+		})
+	}
+}
