@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/shellctl/shellctl/internal/client"
+	"github.com/shellctl/shellctl/internal/screen/emu"
 )
 
 // attached reads one attach socket into a buffer, in the background.
@@ -28,7 +29,12 @@ type attached struct {
 	out  bytes.Buffer
 	ctl  []client.AttachControl
 	err  error // how reading ended
-	grew chan struct{}
+	// A pty job's raw bytes: redraw holds the image that followed a
+	// "redraw" message, rawAt the raw offset the output's end stands at.
+	redraw     []byte
+	wantRedraw bool
+	rawAt      int64
+	grew       chan struct{}
 	done chan struct{}
 }
 
@@ -55,10 +61,19 @@ func (a *attached) read() {
 			a.mu.Unlock()
 			return
 		}
-		if m.Control != nil {
+		switch {
+		case m.Control != nil:
 			a.ctl = append(a.ctl, *m.Control)
-		} else {
+			if c := m.Control; (c.Type == "redraw" || c.Type == "resume") && c.RawOffset != nil {
+				a.rawAt = *c.RawOffset
+				a.wantRedraw = c.Type == "redraw"
+			}
+		case a.wantRedraw:
+			a.redraw = append([]byte(nil), m.Output...)
+			a.wantRedraw = false
+		default:
 			a.out.Write(m.Output)
+			a.rawAt += int64(len(m.Output))
 		}
 		close(a.grew)
 		a.grew = make(chan struct{})
@@ -157,7 +172,7 @@ func TestAttachPtyBash(t *testing.T) {
 	// sleep: a Ctrl-C from then on is the sleep's (typed sooner, while
 	// bash still starts the command, a real terminal's ^C is bash's).
 	a.input("bash -c 'echo st''arted; exec sleep 30'\r")
-	at = a.waitFor("started\n", at)
+	at = a.waitFor("started\r\n", at)
 	start := time.Now()
 	a.input("\x03")
 	a.input("echo after-$?\r")
@@ -290,6 +305,170 @@ func TestWallJobCannotAttach(t *testing.T) {
 			}
 			if code(res) != 0 || !strings.Contains(out, tc.want) {
 				t.Fatalf("a job's attach: %q (exit %d), want %s", out, code(res), tc.want)
+			}
+		})
+	}
+}
+
+// firstControl is the first control message (waiting for it).
+func (a *attached) firstControl() client.AttachControl {
+	a.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		a.mu.Lock()
+		grew, err := a.grew, a.err
+		if len(a.ctl) > 0 && (a.ctl[0].Type != "redraw" || !a.wantRedraw) {
+			c := a.ctl[0]
+			a.mu.Unlock()
+			return c
+		}
+		a.mu.Unlock()
+		if err != nil {
+			a.t.Fatalf("attach ended (%v) before its first control message", err)
+		}
+		select {
+		case <-grew:
+		case <-deadline:
+			a.t.Fatalf("no control message after 30s")
+		}
+	}
+}
+
+// TestAttachRawTerminal: a pty job's attach carries the terminal's raw
+// bytes, escapes included, while output.log stays sanitized; a reconnect
+// with its raw offset resumes without a gap (what was written while away
+// comes, no redraw), one whose offset the ring no longer holds gets a
+// fresh redraw.
+func TestAttachRawTerminal(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	id := startBash(t, s)
+	// The prompt is out before anyone attached: raw offset 0 is before the
+	// ring, which the first attach starts.
+	if _, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: 0, Timeout: f64(10)}); err != nil {
+		t.Fatal(err)
+	}
+	a := attachTo(t, s, id, client.AttachOptions{})
+	if c := a.firstControl(); c.Type != "redraw" || c.RawOffset == nil || *c.RawOffset <= 0 {
+		t.Fatalf("first message %+v, want a redraw at the raw offset of the prompt", c)
+	}
+	a.input("printf '\\e[31mred\\e[0m\\n'\r")
+	a.waitFor("\x1b[31mred\x1b[0m", 0)
+	res, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: 0, Timeout: f64(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Output, "red") || strings.Contains(res.Output, "\x1b[31m") {
+		t.Fatalf("output.log (sanitized) = %q: want red without its escape", res.Output)
+	}
+	a.input("echo here\r")
+	a.waitFor("here\r\n", 0)
+	a.waitFor("$ ", strings.LastIndex(a.output(), "here\r\n"))
+	a.mu.Lock()
+	at := a.rawAt
+	a.mu.Unlock()
+	a.conn.Close()
+
+	// Away: the job writes on.
+	if _, err := s.c.Input(ctx(t), id, "echo gap-$((40+2))\r", client.WaitRequest{Timeout: f64(5)}); err != nil {
+		t.Fatal(err)
+	}
+	b := attachTo(t, s, id, client.AttachOptions{RawOffset: &at})
+	if c := b.firstControl(); c.Type != "resume" || c.RawOffset == nil || *c.RawOffset != at {
+		t.Fatalf("reconnect at %d: first message %+v, want resume at %d", at, c, at)
+	}
+	b.waitFor("gap-42\r\n", 0)
+	if strings.Contains(b.output(), "here") {
+		t.Fatalf("the resumed output starts before %d: %q", at, b.output())
+	}
+
+	zero := int64(0)
+	c := attachTo(t, s, id, client.AttachOptions{RawOffset: &zero})
+	if m := c.firstControl(); m.Type != "redraw" {
+		t.Fatalf("reconnect at raw offset 0, which the ring never held: %+v, want a redraw", m)
+	}
+	if !strings.Contains(string(c.redrawImage()), "gap-42") {
+		t.Fatalf("the redraw %q does not show the screen", c.redrawImage())
+	}
+}
+
+func (a *attached) redrawImage() []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.redraw
+}
+
+// emulated is what a terminal emulator shows after b, on a cols × rows
+// terminal.
+func emulated(b []byte, cols, rows int) *client.Screen {
+	term := emu.New(cols, rows)
+	defer term.Close()
+	term.Write(b)
+	sn := term.Snapshot(0)
+	sc := &client.Screen{Cols: sn.Cols, Rows: sn.Rows, AltScreen: sn.AltScreen, Title: sn.Title, Lines: sn.Lines}
+	sc.Cursor.Row, sc.Cursor.Col, sc.Cursor.Visible = sn.Cursor.Row, sn.Cursor.Col, sn.Cursor.Visible
+	return sc
+}
+
+func sameScreen(t *testing.T, what string, got, want *client.Screen) {
+	t.Helper()
+	if got.AltScreen != want.AltScreen || got.Cursor != want.Cursor || strings.Join(got.Lines, "\n") != strings.Join(want.Lines, "\n") {
+		t.Fatalf("%s: the attached terminal shows (alt %v, cursor %+v)\n%s\nGET …/screen shows (alt %v, cursor %+v)\n%s",
+			what, got.AltScreen, got.Cursor, strings.Join(got.Lines, "\n"), want.AltScreen, want.Cursor, strings.Join(want.Lines, "\n"))
+	}
+}
+
+// TestAttachRedrawIsTheScreen: attaching to a running vim, then to a
+// running less, gives a redraw whose screen, fed to a terminal emulator,
+// is the one GET …/screen answers; and what follows it (the program's raw
+// bytes as it answers keys typed through the socket) keeps the two equal.
+func TestAttachRedrawIsTheScreen(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	file := numbered(t, s.Home, 300)
+	for _, tc := range []struct {
+		name, script, shows string
+		keys                []string
+		after               string
+	}{
+		{"vim", "vim -u NONE -N -n " + file, "line 0001", []string{"/line 0150\r", "x"}, "ine 0150"},
+		{"less", "less " + file, "line 0001", []string{" ", "/0077\r"}, "line 0077"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := runPTY(t, s, tc.script, 83, 21)
+			want := s.screenShows(t, id, tc.shows)
+			a := attachTo(t, s, id, client.AttachOptions{})
+			if c := a.firstControl(); c.Type != "redraw" {
+				t.Fatalf("first message %+v, want redraw", c)
+			}
+			sameScreen(t, "after the redraw", emulated(a.redrawImage(), 83, 21), want)
+			for _, k := range tc.keys {
+				a.input(k)
+			}
+			want = s.screenShows(t, id, tc.after)
+			// Settled: the screen is the one after the keys; the
+			// attached terminal has it once the bytes that drew it came.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				got := emulated(append(a.redrawImage(), a.output()...), 83, 21)
+				want = s.screen(t, id, 0)
+				if got.Cursor == want.Cursor && strings.Join(got.Lines, "\n") == strings.Join(want.Lines, "\n") {
+					break
+				}
+				if time.Now().After(deadline) {
+					sameScreen(t, "after the keys", got, want)
+				}
+				a.mu.Lock()
+				grew := a.grew
+				a.mu.Unlock()
+				select {
+				case <-grew:
+				case <-time.After(time.Second):
+				}
+			}
+			if _, err := s.c.Terminate(ctx(t), id, 0); err != nil {
+				t.Fatal(err)
+			}
+			if e := a.ended(); e.RawOffset == nil {
+				t.Fatalf("exit %+v: no raw_offset", e)
 			}
 		})
 	}

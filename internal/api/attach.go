@@ -118,6 +118,16 @@ type attachExit struct {
 	ExitCode *int    `json:"exit_code"`
 	Signal   *string `json:"signal"`
 	Offset   int64   `json:"offset"`
+	// RawOffset: where a pty job's raw bytes ended (raw attach only).
+	RawOffset *int64 `json:"raw_offset,omitempty"`
+}
+
+// attachRaw starts the raw bytes of a pty job: "redraw" (the next binary
+// message redraws the screen) or "resume" (the raw bytes from the offset
+// asked for follow).
+type attachRaw struct {
+	Type      string `json:"type"`
+	RawOffset int64  `json:"raw_offset"`
 }
 
 type attachError struct {
@@ -147,6 +157,21 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		off = n
 	}
+	var rawOff int64 = -1
+	if raw := q.Get("raw_offset"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 0 {
+			httperr.Write(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("raw_offset %q is not a byte offset: give a whole number ≥ 0", raw))
+			return
+		}
+		if off >= 0 {
+			validation(w, "give offset (output.log) or raw_offset (the terminal's raw bytes), not both")
+			return
+		}
+		rawOff = n
+	}
+	// A pty job's terminal comes raw unless output.log was asked for.
+	rawMode := off < 0
 	ctx := r.Context()
 	fw, err := s.Jobs.Follow(ctx, id, jobs.ChannelOutput)
 	if err != nil {
@@ -164,7 +189,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if off < 0 {
-		off = st.Size
+		off = st.Size // unused in raw mode
 	} else if off > st.Size && (st.Done || off > fw.DiskSize()) {
 		httperr.Write(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offset %d is past the end of the output (%d bytes)", off, max(st.Size, fw.DiskSize())))
 		return
@@ -199,7 +224,11 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 		defer cancel()
 		s.attachRead(actx, c, id)
 	}()
-	if err := s.attachWrite(actx, c, fw, off); err != nil {
+	write := func() error { return s.attachWrite(actx, c, fw, off) }
+	if rawMode {
+		write = func() error { return s.attachRawWrite(actx, c, fw, id, rawOff) }
+	}
+	if err := write(); err != nil {
 		if errors.Is(err, errServerStopping) {
 			_ = c.Close(websocket.StatusGoingAway, "server shutting down: attach again")
 		}
@@ -299,6 +328,109 @@ func (s *Server) attachWrite(ctx context.Context, c *websocket.Conn, fw follower
 				return err
 			}
 			return s.attachSend(ctx, c, attachExit{Type: "exit", Status: end.Status, ExitCode: end.ExitCode, Signal: end.Signal, Offset: max(off, st.Size)})
+		}
+		select {
+		case <-st.Changed:
+		case <-ctx.Done():
+			select {
+			case <-s.stopCh():
+				return errServerStopping
+			default:
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// attachRawWrite sends a pty job's terminal: a redraw of its screen, or
+// the raw bytes from rawOff when they are still kept (a reconnect), then
+// the raw bytes as the program writes them, read from the runner's ring
+// at the client's pace; a client that fell more than the ring behind gets
+// a fresh redraw. Then the job's end.
+func (s *Server) attachRawWrite(ctx context.Context, c *websocket.Conn, fw follower, id string, rawOff int64) error {
+	off := rawOff
+	redraw := func() error {
+		b, at, err := s.Jobs.AttachRedraw(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := s.attachSend(ctx, c, attachRaw{Type: "redraw", RawOffset: at}); err != nil {
+			return err
+		}
+		off = at
+		return c.Write(ctx, websocket.MessageBinary, b)
+	}
+	// started: the client was told where the raw bytes start.
+	started := false
+	if off >= 0 {
+		b, err := s.Jobs.AttachRaw(ctx, id, off)
+		switch {
+		case err == nil:
+			if err := s.attachSend(ctx, c, attachRaw{Type: "resume", RawOffset: off}); err != nil {
+				return err
+			}
+			started = true
+			if len(b) > 0 {
+				if err := c.Write(ctx, websocket.MessageBinary, b); err != nil {
+					return err
+				}
+				off += int64(len(b))
+			}
+		case errors.Is(err, jobs.ErrRawGone), errors.Is(err, jobs.ErrNotRunning):
+		default:
+			return err
+		}
+	}
+	if !started {
+		switch err := redraw(); {
+		case err == nil:
+			started = true
+		case errors.Is(err, jobs.ErrNotRunning):
+			// Ended before a redraw could be made: only its end is left.
+		default:
+			return err
+		}
+	}
+	for {
+		st, err := fw.State(ctx)
+		if err != nil {
+			return err
+		}
+		for started && (off < st.RawSize || st.Done) {
+			b, err := s.Jobs.AttachRaw(ctx, id, off)
+			if errors.Is(err, jobs.ErrRawGone) && !st.Done {
+				// The client fell more than the ring behind.
+				if err := redraw(); errors.Is(err, jobs.ErrNotRunning) {
+					break // ended meanwhile: what is left comes with its end
+				} else if err != nil {
+					return err
+				}
+				continue
+			}
+			if errors.Is(err, jobs.ErrRawGone) || errors.Is(err, jobs.ErrNotRunning) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if len(b) == 0 {
+				break
+			}
+			if err := c.Write(ctx, websocket.MessageBinary, b); err != nil {
+				return err
+			}
+			off += int64(len(b))
+		}
+		if st.Done {
+			end, err := fw.End(ctx)
+			if err != nil {
+				return err
+			}
+			e := attachExit{Type: "exit", Status: end.Status, ExitCode: end.ExitCode, Signal: end.Signal, Offset: st.Size}
+			if started {
+				e.RawOffset = &off
+			}
+			return s.attachSend(ctx, c, e)
 		}
 		select {
 		case <-st.Changed:

@@ -8,6 +8,14 @@ package jobs
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/shellctl/shellctl/internal/runner"
+	"github.com/shellctl/shellctl/internal/runner/proto"
 )
 
 // veof is the byte a terminal reads as end of file at the start of a line
@@ -51,3 +59,85 @@ func (s *Service) attachable(ctx context.Context, id string) (*job, error) {
 	}
 	return j, nil
 }
+
+// ErrRawGone: the raw bytes asked for are no longer kept (the runner's
+// ring moved past them, or the job ended and its runner left without
+// them): the attach redraws instead.
+var ErrRawGone = errors.New("raw output no longer kept")
+
+// AttachRaw is pty job id's raw terminal bytes from off (at most 64 KiB;
+// none yet when off is the end). Once the job has ended they are read from
+// the ring its runner left (runner.RawFile); ErrRawGone when they are not
+// kept, ErrNotRunning when the job ended and left none.
+func (s *Service) AttachRaw(ctx context.Context, id string, off int64) ([]byte, error) {
+	j := s.lookup(id)
+	if j == nil || j.done() {
+		return s.rawLeft(id, off)
+	}
+	a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TRaw, RawSize: off})
+	if err != nil {
+		if errors.Is(err, ErrNotRunning) || j.done() {
+			return s.rawLeft(id, off)
+		}
+		return nil, fmt.Errorf("read the raw output of job %s: %w", id, err)
+	}
+	switch a.Err {
+	case "":
+		return a.Data, nil
+	case runner.ErrRawGone:
+		return nil, errorf(ErrRawGone, "job %s: raw output from %d is no longer kept", id, off)
+	case "runner gone", "job_not_running":
+		return s.rawLeft(id, off)
+	}
+	return nil, fmt.Errorf("read the raw output of job %s: %s", id, a.Err)
+}
+
+// AttachRedraw is the bytes that redraw pty job id's screen now, and the
+// raw offset the raw bytes that follow them start at.
+func (s *Service) AttachRedraw(ctx context.Context, id string) ([]byte, int64, error) {
+	j, err := s.liveJob(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if j.mode != "pty" {
+		return nil, 0, errorf(ErrScreenUnsupported, "job %s runs in %s mode: it has no screen to redraw", id, j.mode)
+	}
+	a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TRaw, Redraw: true})
+	if err != nil {
+		if errors.Is(err, ErrNotRunning) || j.done() {
+			return nil, 0, errorf(ErrNotRunning, "job %s is no longer running", id)
+		}
+		return nil, 0, fmt.Errorf("redraw the screen of job %s: %w", id, err)
+	}
+	if a.Err != "" {
+		if a.Err == "runner gone" || a.Err == "job_not_running" || j.done() {
+			return nil, 0, errorf(ErrNotRunning, "job %s is no longer running", id)
+		}
+		return nil, 0, fmt.Errorf("redraw the screen of job %s: %s", id, a.Err)
+	}
+	return a.Data, a.RawSize, nil
+}
+
+// rawLeft reads the raw bytes from off out of the ring a finished job's
+// runner left: all of them from off, at most rawLeftMax.
+func (s *Service) rawLeft(id string, off int64) ([]byte, error) {
+	f, err := s.sd.Open(jobRel(id)+"/"+runner.RawFile, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, errorf(ErrNotRunning, "job %s is no longer running and left no raw output", id)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, rawLeftMax))
+	if err != nil || len(b) < 8 {
+		return nil, errorf(ErrNotRunning, "job %s is no longer running and left no raw output", id)
+	}
+	start := int64(binary.LittleEndian.Uint64(b))
+	b = b[8:]
+	if off < start || off > start+int64(len(b)) {
+		return nil, errorf(ErrRawGone, "job %s: raw output from %d is no longer kept", id, off)
+	}
+	return b[off-start:], nil
+}
+
+// rawLeftMax bounds what is read of a raw ring file: the ring and its
+// header.
+const rawLeftMax = 2 << 20

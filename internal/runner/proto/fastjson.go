@@ -165,6 +165,10 @@ func decodeMsg(line []byte, m *Msg) bool {
 			return boo(&m.Waiting)
 		case "input_seq":
 			return i64(&m.InputSeq)
+		case "raw_size":
+			return i64(&m.RawSize)
+		case "redraw":
+			return boo(&m.Redraw)
 		}
 		return r.Skip() // a key Msg does not have
 	})
@@ -269,6 +273,8 @@ func appendMsg(b []byte, m *Msg) ([]byte, error) {
 	raw("screen", m.Screen)
 	boo("waiting", m.Waiting)
 	num("input_seq", m.InputSeq)
+	num("raw_size", m.RawSize)
+	boo("redraw", m.Redraw)
 	return append(b, '}', '\n'), nil
 }
 
