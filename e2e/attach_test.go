@@ -35,7 +35,7 @@ type attached struct {
 	wantRedraw bool
 	rawAt      int64
 	grew       chan struct{}
-	done chan struct{}
+	done       chan struct{}
 }
 
 func attachTo(t *testing.T, s *server, id string, opt client.AttachOptions) *attached {
