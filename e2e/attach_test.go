@@ -473,3 +473,46 @@ func TestAttachRedrawIsTheScreen(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIAttachShowsVimAsTmuxDoes: `shellctl attach` in a tmux pane shows
+// a running vim exactly as a tmux pane of the same size running the same
+// vim on the same file shows it (capture-pane: every row and the cursor),
+// after the attach's redraw and again after keys typed through it.
+func TestCLIAttachShowsVimAsTmuxDoes(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	file := numbered(t, s.Home, 300)
+	vim := "vim -u NONE -N -n " + file
+	id := runPTY(t, s, vim, 100, 30)
+	s.screenShows(t, id, "line 0001")
+	dir := t.TempDir()
+	att := newTmux(t, s, dir, 100, 30)
+	own := newTmux(t, s, t.TempDir(), 100, 30)
+	att.line("clear; shellctl attach " + id)
+	own.line("clear; HOME=" + shellQuote(s.Home) + " " + vim) // vim shows the file's name under HOME as ~/…
+	look := func(m *tmuxT) string {
+		return m.tmux("capture-pane", "-p", "-t", "t") + m.tmux("display-message", "-p", "-t", "t", "cursor #{cursor_x},#{cursor_y}")
+	}
+	same := func(what, shows string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			a, o := look(att), look(own)
+			if a == o && strings.Contains(a, shows) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: shellctl attach shows\n%s\ntmux's own pane shows\n%s", what, a, o)
+			}
+			time.Sleep(100 * time.Millisecond) // tmux offers no wait on a pane's content
+		}
+	}
+	same("after the attach", "line 0001")
+	for _, m := range []*tmuxT{att, own} {
+		m.tmux("send-keys", "-t", "t", "-l", "/line 0150")
+		m.keys("Enter")
+		m.keys("x")
+	}
+	same("after /line 0150 and x", "\nine 0150\n")
+	att.keys("C-p", "C-q")
+	att.waitText("detached from job " + id)
+}

@@ -135,7 +135,7 @@ not start).`,
 				return startFailure(ctx, c, res.JobID)
 			}
 			if interactive {
-				return attachPTY(ctx, c, res.JobID, 0, keys)
+				return attachPTY(ctx, c, res.JobID, -1, 0, keys)
 			}
 			return followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
 		},

@@ -75,10 +75,25 @@ func (g *rawRing) read(off, end int64, max int) ([]byte, bool) {
 func (f *screenFeed) startRaw(grew func(int64)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ring == nil {
-		f.ring = &rawRing{buf: make([]byte, rawRingSize), first: f.raw}
-		f.rawGrew = grew
+	if f.ring != nil {
+		return
 	}
+	g := &rawRing{buf: make([]byte, rawRingSize), first: f.raw}
+	// While the screen is cold it holds every byte the job wrote (a few
+	// KiB at most): the ring then starts at the job's first byte, and a
+	// client that started the job (run -it) attaches at raw offset 0 with
+	// nothing lost and no redraw. Only when no read is between the queue
+	// and the term (taken from one, not yet fed to the other). f.mu, then
+	// tmu: nothing takes them the other way round.
+	f.tmu.Lock()
+	if t := f.term; t != nil && t.cold != nil && f.termRaw+int64(len(f.buf)) == f.raw && int64(len(t.cold.Raw())) == f.termRaw {
+		all := append(append([]byte(nil), t.cold.Raw()...), f.buf...)
+		g.first = 0
+		g.keep(all, f.raw)
+	}
+	f.tmu.Unlock()
+	f.ring = g
+	f.rawGrew = grew
 }
 
 // rawFrom is the ring's bytes from off.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -38,4 +39,23 @@ func TestRawRingKeepsTheLastBytes(t *testing.T) {
 	if b, ok := g.read(end-10, end, 4); !ok || len(b) != 4 {
 		t.Fatalf("a read is not cut at its max: %q", b)
 	}
+}
+
+// BenchmarkScreenFeedAttached: BenchmarkScreenFeed with the raw ring on
+// (a client attached): each read is also copied into the ring and
+// announced.
+func BenchmarkScreenFeedAttached(b *testing.B) {
+	line := strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz", 3)[:99] + "\r\n"
+	flood := []byte(strings.Repeat(line, 40000))
+	b.SetBytes(int64(len(flood)))
+	f := newScreenFeed(200, 50, inProcScreen(b))
+	f.startRaw(func(int64) {})
+	for b.Loop() {
+		for p := flood; len(p) > 0; {
+			n := min(len(p), 4095)
+			f.put(p[:n])
+			p = p[n:]
+		}
+	}
+	f.close()
 }
