@@ -567,7 +567,64 @@ func TestWallHandedOnSocketRefused(t *testing.T) {
 			outside := t.TempDir()
 			pwned := filepath.Join(outside, "pwned")
 			body := `{"script":"echo pwned > ` + pwned + `","cwd":"` + outside + `"}`
-			script := fmt.Sprintf(`python3 - <<'PY'
+			script := handedOnScript(u.Hostname(), u.Port(), body)
+			_, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
+			if !strings.Contains(out, "done") {
+				t.Fatalf("the job did not run its attack: %q", out)
+			}
+			checkNothingWritten(t, pwned)
+			s.waitStderr(t, "refusal logged", func(l string) bool {
+				return strings.Contains(l, "refused a connection opened by a job's process")
+			})
+		})
+	}
+}
+
+// TestWallNonRootServerJobsCannotUseTheAPI: the documented deployment, a
+// server that is not root (its jobs get no cgroup of their own here, so the
+// walk decides): a job's request is refused, and so is one from a job's
+// process that made itself non-dumpable, whose descriptors the server may
+// not read.
+func TestWallNonRootServerJobsCannotUseTheAPI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a server as another user")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the job")
+	}
+	const uid = 65534
+	base, home, outside := nonRootDirs(t, uid)
+	s := startServer(t, serverOpts{home: home, stateDir: filepath.Join(base, "state"), cred: &syscall.Credential{Uid: uid, Gid: uid}})
+	u, _ := url.Parse(s.URL)
+	pwned := filepath.Join(outside, "pwned")
+	body := `{"script":"echo pwned > ` + pwned + `","cwd":"` + outside + `"}`
+	script := fmt.Sprintf(`python3 - <<'PY'
+import ctypes, socket
+def ask(tag):
+    s = socket.create_connection((%[1]q, %[2]s))
+    b = %[3]q.encode()
+    s.sendall(b"POST /v1/jobs/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %%d\r\n\r\n" %% len(b) + b)
+    print(tag, s.recv(64).split(b"\r\n")[0].decode())
+ask("plain")
+# PR_SET_DUMPABLE 0: /proc/<pid>/fd is then the owner's only with CAP_SYS_PTRACE
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+ask("non-dumpable")
+PY`, u.Hostname(), u.Port(), body)
+	_, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
+	for _, tag := range []string{"plain", "non-dumpable"} {
+		if !strings.Contains(out, tag+" HTTP/1.1 403 Forbidden") {
+			t.Errorf("a non-root server's job (%s) was not refused: %q", tag, out)
+		}
+	}
+	checkNothingWritten(t, pwned)
+}
+
+// handedOnScript is a job's attack on the API at host:port with a request
+// whose socket the job hands on before the server can look: once in flight
+// in a unix socket's queue, once to a forked child. body is the run
+// request it sends.
+func handedOnScript(host, port, body string) string {
+	return fmt.Sprintf(`python3 - <<'PY'
 import array, os, socket, time
 def request():
     s = socket.create_connection((%[1]q, %[2]s))
@@ -594,38 +651,66 @@ if os.fork() == 0:
 s2.close()
 time.sleep(3)
 print("done")
-PY`, u.Hostname(), u.Port(), body)
-			_, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
-			if !strings.Contains(out, "done") {
-				t.Fatalf("the job did not run its attack: %q", out)
-			}
-			checkNothingWritten(t, pwned)
-			s.waitStderr(t, "refusal logged", func(l string) bool {
-				return strings.Contains(l, "refused a connection opened by a job's process")
-			})
-		})
-	}
+PY`, host, port, body)
 }
 
-// TestWallNonRootServerJobsCannotUseTheAPI: the documented deployment, a
-// server that is not root (its jobs get no cgroup of their own here, so the
-// walk decides): a job's request is refused, and so is one from a job's
-// process that made itself non-dumpable, whose descriptors the server may
-// not read.
-func TestWallNonRootServerJobsCannotUseTheAPI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to start a server as another user")
-	}
+// TestWallServerWithoutCgroupFS: a server as a container runs it — PID 1,
+// a cgroup namespace and no cgroup file system to be seen — serves a client
+// in its network namespace but outside its PID namespace and group (a
+// sidecar, `docker exec` into the network, the image tests' client), and
+// still refuses its jobs, handed-on sockets included.
+func TestWallServerWithoutCgroupFS(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the job")
 	}
-	const uid = 65534
-	base, err := os.MkdirTemp("", "shellctl-e2e-apiwall-nonroot-")
+	s := startInitServerIn(t, initNS{noCgroupFS: true})
+	for _, path := range []string{"/healthz", "/v1/jobs"} {
+		code, body, err := s.c.Do(ctx(t), "GET", path, nil)
+		if err != nil || code != 200 {
+			t.Fatalf("GET %s from outside the server's namespaces: %d %s %v\n%s", path, code, body, err, s.log())
+		}
+	}
+	u, _ := url.Parse(s.c.BaseURL)
+	outside := t.TempDir()
+	pwned := filepath.Join(outside, "pwned")
+	body := `{"script":"echo pwned > ` + pwned + `","cwd":"` + outside + `"}`
+	script := fmt.Sprintf(`python3 - <<'PY'
+import socket
+s = socket.create_connection((%[1]q, %[2]s))
+b = %[3]q.encode()
+s.sendall(b"POST /v1/jobs/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %%d\r\n\r\n" %% len(b) + b)
+print(s.recv(4096).split(b"\r\n")[0].decode())
+PY
+`, u.Hostname(), u.Port(), body) + handedOnScript(u.Hostname(), u.Port(), body)
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Output
+	for !res.Done {
+		to := 30.0
+		if res, err = s.c.Wait(ctx(t), res.JobID, client.WaitRequest{Offset: res.Offset, Timeout: &to}); err != nil {
+			t.Fatal(err)
+		}
+		out += res.Output
+	}
+	if !strings.Contains(out, "HTTP/1.1 403") || !strings.Contains(out, "done") {
+		t.Fatalf("the job's direct request was not refused, or its attack did not run: %q\n%s", out, s.log())
+	}
+	checkNothingWritten(t, pwned)
+}
+
+// nonRootDirs makes a base directory with a Home and an outside directory
+// in it, owned by uid, for a server that runs as uid.
+func nonRootDirs(t *testing.T, uid int) (base, home, outside string) {
+	t.Helper()
+	var err error
+	base, err = os.MkdirTemp("", "shellctl-e2e-apiwall-nonroot-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	home, outside := filepath.Join(base, "home"), filepath.Join(base, "outside")
+	home, outside = filepath.Join(base, "home"), filepath.Join(base, "outside")
 	for _, d := range []string{home, outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -639,7 +724,39 @@ func TestWallNonRootServerJobsCannotUseTheAPI(t *testing.T) {
 	if err := os.Chmod(binDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, serverOpts{home: home, stateDir: filepath.Join(base, "state"), cred: &syscall.Credential{Uid: uid, Gid: uid}})
+	return base, home, outside
+}
+
+// TestNonRootServerServesClientsBesideIt: a server that is not root, in
+// the same cgroup as its clients (no cgroup of its own: a systemd user
+// service, a container's PID 1 beside a `docker exec`), serves a client of
+// another user, whose descriptors it may not read (the jobs are all its
+// own user), and the shellctl CLI of its own user (a client is dumpable);
+// its jobs are still refused, a non-dumpable one and handed-on sockets
+// included.
+func TestNonRootServerServesClientsBesideIt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a server as another user")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the job")
+	}
+	const uid = 65534
+	base, home, outside := nonRootDirs(t, uid)
+	s := &server{t: t, Home: home, StateDir: filepath.Join(base, "state"), cred: &syscall.Credential{Uid: uid, Gid: uid}, noGroup: true}
+	s.start()
+	t.Cleanup(func() { s.terminateAll(); s.kill(syscall.SIGKILL); s.cleanupJobs() })
+	// The test, root, beside the server.
+	if code, body, err := s.c.Do(ctx(t), "GET", "/v1/jobs", nil); err != nil || code != 200 {
+		t.Fatalf("GET /v1/jobs from root beside a non-root server: %d %s %v\n%s", code, body, err, strings.Join(s.allStderr(), "\n"))
+	}
+	// The CLI as the server's own user.
+	cli := exec.Command(filepath.Join(binDir, "shellctl"), "ps", "-a", "--server", s.URL)
+	cli.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	cli.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	if out, err := cli.CombinedOutput(); err != nil {
+		t.Fatalf("shellctl ps as the server's user: %v\n%s\n%s", err, out, strings.Join(s.allStderr(), "\n"))
+	}
 	u, _ := url.Parse(s.URL)
 	pwned := filepath.Join(outside, "pwned")
 	body := `{"script":"echo pwned > ` + pwned + `","cwd":"` + outside + `"}`
@@ -651,15 +768,18 @@ def ask(tag):
     s.sendall(b"POST /v1/jobs/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %%d\r\n\r\n" %% len(b) + b)
     print(tag, s.recv(64).split(b"\r\n")[0].decode())
 ask("plain")
-# PR_SET_DUMPABLE 0: /proc/<pid>/fd is then the owner's only with CAP_SYS_PTRACE
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
 ask("non-dumpable")
-PY`, u.Hostname(), u.Port(), body)
+PY
+`, u.Hostname(), u.Port(), body) + handedOnScript(u.Hostname(), u.Port(), body)
 	_, out := s.runDone(t, client.RunRequest{Script: script, Mode: "stdio", Timeout: 30})
 	for _, tag := range []string{"plain", "non-dumpable"} {
 		if !strings.Contains(out, tag+" HTTP/1.1 403 Forbidden") {
 			t.Errorf("a non-root server's job (%s) was not refused: %q", tag, out)
 		}
+	}
+	if !strings.Contains(out, "done") {
+		t.Errorf("the job's handed-on attack did not run: %q", out)
 	}
 	checkNothingWritten(t, pwned)
 }

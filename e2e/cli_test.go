@@ -1115,3 +1115,41 @@ func TestCLITokenFile(t *testing.T) {
 		t.Errorf("a missing token file: %v", r)
 	}
 }
+
+// TestCLIVersion: `shellctl version` and `--version` need no server; with
+// --server, version also prints the server's version from GET /v1/info, and
+// says so when there is no server there.
+func TestCLIVersion(t *testing.T) {
+	dir := t.TempDir()
+	r := cli(t, nil, dir, "", "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "shellctl ") || !strings.Contains(r.stdout, "commit ") || strings.Contains(r.stdout, "server") {
+		t.Fatalf("version without a server: %v", r)
+	}
+	own := strings.Fields(r.stdout)[1]
+	if r := cli(t, nil, dir, "", "--version"); r.code != 0 || strings.TrimSpace(r.stdout) != "shellctl "+own {
+		t.Errorf("--version: %v, want shellctl %s", r, own)
+	}
+	s := startServer(t, serverOpts{})
+	info, _ := s.info(t)
+	r = cli(t, nil, dir, "", "version", "--server", s.URL, "--json")
+	var ans struct {
+		Version string `json:"version"`
+		Commit  string `json:"commit"`
+		Server  *struct {
+			URL     string `json:"url"`
+			Version string `json:"version"`
+		} `json:"server"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ans); err != nil || r.code != 0 {
+		t.Fatalf("version --server --json: %v (%v)", r, err)
+	}
+	if ans.Version != own || ans.Server == nil || ans.Server.Version != info.Version || ans.Server.URL != s.URL {
+		t.Errorf("version --server --json: %s; want the client's %s and the server's %s at %s", r.stdout, own, info.Version, s.URL)
+	}
+	if r := cli(t, nil, dir, "", "version", "--server", s.URL); r.code != 0 || !strings.Contains(r.stdout, "server   "+info.Version+" at "+s.URL) {
+		t.Errorf("version --server: %v", r)
+	}
+	if r := cli(t, nil, dir, "", "version", "--server", "127.0.0.1:1"); r.code != 125 || !strings.Contains(r.stderr, "cannot reach") {
+		t.Errorf("version --server with nothing there: %v, want 125 and a message that says so", r)
+	}
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -449,11 +450,11 @@ func TestJSONLogsRequestIDs(t *testing.T) {
 	find("job running", func(e entry) bool { return e.Msg == "job running" && e.Job == res.JobID })
 	find("job end with reason", func(e entry) bool { return e.Msg == "job ended" && e.Job == res.JobID && e.Reason == "exited" })
 
+	banner := false
 	for _, l := range s.allStderr() {
-		if strings.HasPrefix(l, "shellctl: ") {
-			continue // the plain start-up lines, not logs
-		}
-		if _, ok := parse(l); !ok {
+		e, ok := parse(l)
+		banner = banner || (ok && strings.HasPrefix(e.Msg, "serving on http://"))
+		if !ok {
 			t.Errorf("not a JSON log line: %q", l)
 		}
 		for _, secret := range []string{obsToken, obsCredential} {
@@ -461,6 +462,33 @@ func TestJSONLogsRequestIDs(t *testing.T) {
 				t.Errorf("a log line shows a secret %q: %s", secret, l)
 			}
 		}
+	}
+	if !banner {
+		t.Errorf("no JSON start-up line (msg \"serving on http://…\") among the server's lines:\n%s", strings.Join(s.allStderr(), "\n"))
+	}
+}
+
+// TestJSONLogServeFailure: under --log-format json a serve that fails to
+// start says why in a JSON line too, as every line it writes is one.
+func TestJSONLogServeFailure(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binDir, "shellctl"), "serve", "--listen", "127.0.0.1:0", "--state-dir", "/proc/self/no-such-state-dir", "--log-format", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("serve on a state dir under /proc started")
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	var last struct {
+		Level string `json:"level"`
+		Msg   string `json:"msg"`
+	}
+	for _, l := range lines {
+		if err := json.Unmarshal([]byte(l), &last); err != nil {
+			t.Errorf("not a JSON line: %q", l)
+		}
+	}
+	if last.Level != "ERROR" || !strings.Contains(last.Msg, "no-such-state-dir") {
+		t.Errorf("the last line %+v: want level ERROR and a message naming the state dir", last)
 	}
 }
 

@@ -33,23 +33,46 @@ type initServer struct {
 
 func startInitServer(t *testing.T, args ...string) *initServer {
 	t.Helper()
+	return startInitServerIn(t, initNS{}, args...)
+}
+
+// initNS says what else the PID 1 server's namespaces hide, as a
+// container's may.
+type initNS struct {
+	// noCgroupFS: a cgroup namespace of its own and no cgroup file
+	// system to be seen (an empty tmpfs over /sys/fs/cgroup), as in a
+	// container that mounts none or one read-only of another version.
+	noCgroupFS bool
+}
+
+func startInitServerIn(t *testing.T, ns initNS, args ...string) *initServer {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a PID namespace needs root: run as root to test shellctl as PID 1")
 	}
 	s := &initServer{StateDir: filepath.Join(t.TempDir(), "state"), Home: t.TempDir(), done: make(chan struct{})}
 	// sh mounts the namespace's own proc, then becomes the server: the
 	// server is PID 1 (exec keeps the pid).
-	cmd := exec.Command("/bin/sh", append([]string{"-c", `mount -t proc proc /proc && exec "$0" serve --listen 127.0.0.1:0 --state-dir "$@" --verbose`,
+	prelude := ""
+	if ns.noCgroupFS {
+		prelude = "mount -t tmpfs none /sys/fs/cgroup && "
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", prelude + `mount -t proc proc /proc && exec "$0" serve --listen 127.0.0.1:0 --state-dir "$@" --verbose`,
 		filepath.Join(binDir, "shellctl"), s.StateDir}, args...)...)
 	cmd.Env = []string{"HOME=" + s.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 	// CLONE_NEWNS by unshare: Go then makes / private, so the proc mount
 	// stays in the new mount namespace.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Unshareflags: syscall.CLONE_NEWNS}
+	if ns.noCgroupFS {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWCGROUP
+	}
 	// A cgroup of its own, as a container has: processes outside the
 	// namespace never share the server's group.
 	if g, err := newE2EGroup(); err == nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, g.leafFD
 		t.Cleanup(func() { g.kill() })
+	} else if ns.noCgroupFS {
+		t.Skipf("no cgroup of its own for the server (%v): its clients would share its group", err)
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

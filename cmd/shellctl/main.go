@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -28,11 +29,11 @@ const (
 
 func main() {
 	// Non-dumpable before anything is read: the kernel then hands our
-	// /proc files (environ, maps, mem) to root, so processes of our user —
-	// jobs among them — cannot read our memory or what the environment
-	// held before it is scrubbed. (cmdline stays world-readable: secrets
-	// come by file, see --token-file.) Runners are separate programs and
-	// reset it by exec.
+	// /proc files (environ, maps, mem) to root, so processes of our user
+	// cannot read the server's memory or what the environment held before
+	// it is scrubbed. (cmdline stays world-readable: secrets come by file,
+	// see --token-file.) Runners are separate programs and reset it by
+	// exec. run makes the client verbs dumpable again.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	os.Exit(run(os.Args[1:]))
 }
@@ -41,6 +42,17 @@ func main() {
 func run(args []string) int {
 	root := rootCmd()
 	root.SetArgs(args)
+	if c, _, err := root.Find(args); err == nil && !isServe(c) {
+		// A client is dumpable: a server that is not root tells a client
+		// from a job's process by reading its descriptors, which it may
+		// not do of a non-dumpable process (it would refuse it as it
+		// refuses a job: docs/security.md). What that opens to the same
+		// user's processes is little: a client's environment is its
+		// parent shell's, readable to them already, and its memory (a
+		// token read from a file) stays out of a job's reach, as Landlock
+		// denies ptrace-level access (/proc/PID/mem) outside its domain.
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+	}
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
@@ -53,7 +65,11 @@ func run(args []string) int {
 		return je.code
 	}
 	if cmd != nil && isServe(cmd) {
-		fmt.Fprintln(os.Stderr, "shellctl:", err)
+		if serveLogJSON {
+			slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error(err.Error())
+		} else {
+			fmt.Fprintln(os.Stderr, "shellctl:", err)
+		}
 		var ue *usageError
 		if errors.As(err, &ue) || isFlagError(err) {
 			return 2

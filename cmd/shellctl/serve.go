@@ -74,6 +74,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			serveLogJSON = logFormat == "json"
 			cfg.Logger = logger
 			tc, err := resolveToken(cfg.Token, tokenFile, os.Getenv)
 			if err != nil {
@@ -152,9 +153,10 @@ func serveCmd() *cobra.Command {
 					_ = http.ListenAndServe(pprofAddr, mux)
 				}()
 			}
-			fmt.Fprintf(os.Stderr, "shellctl: serving on http://%s (state dir %s)\n", s.Addr(), cfg.StateDir)
+			banner(logFormat, fmt.Sprintf("serving on http://%s (state dir %s)", s.Addr(), cfg.StateDir),
+				"url", "http://"+s.Addr(), "state_dir", cfg.StateDir)
 			if a := s.MetricsAddr(); a != "" {
-				fmt.Fprintf(os.Stderr, "shellctl: metrics without auth on http://%s/metrics\n", a)
+				banner(logFormat, fmt.Sprintf("metrics without auth on http://%s/metrics", a), "url", "http://"+a+"/metrics")
 			}
 			if server.IsInit() {
 				cfg.Logger.Warn("running as PID 1: every orphan in the namespace is reaped, and a stop (SIGTERM) ends the running jobs and records their ends", "stop_grace", stopGrace.String())
@@ -275,6 +277,21 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size such as 1GiB or 1048576", s)
 	}
 	return n * mult, nil
+}
+
+// serveLogJSON: serve logs JSON, so every line it writes to stderr is a
+// JSON object — the banner and a failure's last word included.
+var serveLogJSON bool
+
+// banner writes one of serve's start-up lines, whatever the log level: the
+// plain "shellctl: …" line that scripts wait for, or under --log-format
+// json an object whose msg is the same text, with attrs.
+func banner(format, msg string, attrs ...any) {
+	if format == "json" {
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info(msg, attrs...)
+		return
+	}
+	fmt.Fprintln(os.Stderr, "shellctl: "+msg)
 }
 
 // newLogger makes serve's logger on stderr in format (text or json).

@@ -276,13 +276,13 @@ func (b *bundle) run(t *testing.T) {
 	b.anon = &client.Client{BaseURL: "http://127.0.0.1:5004", HTTP: hc}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		code, _, err := b.anon.Do(context.Background(), "GET", "/healthz", nil)
+		code, body, err := b.anon.Do(context.Background(), "GET", "/healthz", nil)
 		if err == nil && code == 200 {
 			return
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(b.logPath)
-			t.Fatalf("the container did not serve /healthz within 20 s (%d %v):\n%s", code, err, log)
+			t.Fatalf("the container did not serve /healthz within 20 s (%d %s %v):\n%s", code, body, err, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -20,6 +20,16 @@ import (
 type Guard struct {
 	cfg     Config
 	mixedID uint64 // CgroupDir's own id: server, runners and maybe others share it
+	// ownID is the id of the cgroup the server's sockets are made in,
+	// learnt from a socket of its own where CgroupDir is unknown (no
+	// cgroup file system to be seen, as in a container with a cgroup
+	// namespace and none mounted): the jobs, which then share the
+	// server's group, make theirs there too.
+	ownID uint64
+	// soleUID is the user every job runs as when the server can give
+	// them no other (it lacks CAP_SETUID: not root): a socket another
+	// user made is no job's. -1 when jobs may be of any user.
+	soleUID int64
 
 	mu   sync.Mutex
 	jobs map[uint64]string // ids of job groups ever seen → their path
@@ -43,10 +53,61 @@ func New(cfg Config) *Guard {
 			g.cfg.CgroupDir, g.cfg.JobGroups = "", false
 		}
 	}
+	if g.cfg.CgroupDir == "" {
+		g.ownID = ownSocketCgroup()
+	}
+	g.soleUID = soleJobUID()
 	if g.cfg.JobGroups {
 		g.rescan()
 	}
 	return g
+}
+
+// soleJobUID is the only user a job of this process can be (-1: any). A
+// process without CAP_SETUID in its permitted set cannot change its
+// users, nor can its descendants under no_new_privs (every job's): their
+// sockets carry its file-system uid. A job's user namespace changes
+// nothing: the kernel's uid of what it makes stays the job's.
+func soleJobUID() int64 {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return -1
+	}
+	if data[0].Permitted&(1<<unix.CAP_SETUID) != 0 {
+		return -1
+	}
+	uid, euid := os.Getuid(), os.Geteuid()
+	if uid != euid {
+		return -1
+	}
+	return int64(euid)
+}
+
+// ownSocketCgroup is the id of the cgroup this process makes its sockets
+// in (0 where the kernel does not tell): the id of a loopback connection
+// to itself, asked of sock_diag as a client's is.
+func ownSocketCgroup() uint64 {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	local, err1 := netip.ParseAddrPort(c.LocalAddr().String())
+	remote, err2 := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	p, err := lookupSocket(local, remote)
+	if err != nil || !p.hasCgroup {
+		return 0
+	}
+	return p.cgroup
 }
 
 // Check decides for the TCP connection whose server end is local and
@@ -69,11 +130,16 @@ func (g *Guard) Check(local, remote netip.AddrPort) Verdict {
 	// at once (a job's group; one already seen to hold a stranger). Jobs
 	// are never in another group than theirs or, with --no-cgroup, the
 	// server's.
-	other := g.cfg.CgroupDir != "" && p.hasCgroup && p.cgroup != g.mixedID
+	other := p.hasCgroup && ((g.cfg.CgroupDir != "" && p.cgroup != g.mixedID) ||
+		(g.cfg.CgroupDir == "" && g.ownID != 0 && p.cgroup != g.ownID))
 	if other {
 		if v, ok := g.byGroup(p.cgroup); ok {
 			return v
 		}
+	}
+	if g.soleUID >= 0 && int64(p.uid) != g.soleUID {
+		return Verdict{Why: "the client's socket was made by uid " + strconv.FormatUint(uint64(p.uid), 10) +
+			", and every job of this server (without CAP_SETUID) runs as uid " + strconv.FormatInt(g.soleUID, 10)}
 	}
 	if p.inode == 0 {
 		return Verdict{Job: true, Why: "the client's socket has no process any more (closed before it was checked)"}
