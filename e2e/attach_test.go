@@ -342,10 +342,22 @@ func (a *attached) firstControl() client.AttachControl {
 func TestAttachRawTerminal(t *testing.T) {
 	s := startServer(t, serverOpts{})
 	id := startBash(t, s)
-	// The prompt is out before anyone attached: raw offset 0 is before the
-	// ring, which the first attach starts.
-	if _, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: 0, Timeout: f64(10)}); err != nil {
+	// More than the raw ring holds is out before anyone attached: raw
+	// offset 0 is not kept. (Up to a cold screen's or the ring's size,
+	// the first attach keeps a job's bytes from its start.)
+	if _, err := s.c.Input(ctx(t), id, "seq 200000; echo seq-$((1+1))\r", client.WaitRequest{Timeout: f64(10)}); err != nil {
 		t.Fatal(err)
+	}
+	var logOff int64
+	for {
+		r, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: logOff, Timeout: f64(10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logOff = r.Offset
+		if strings.Contains(r.Output, "seq-2\n") {
+			break
+		}
 	}
 	a := attachTo(t, s, id, client.AttachOptions{})
 	if c := a.firstControl(); c.Type != "redraw" || c.RawOffset == nil || *c.RawOffset <= 0 {
@@ -353,7 +365,7 @@ func TestAttachRawTerminal(t *testing.T) {
 	}
 	a.input("printf '\\e[31mred\\e[0m\\n'\r")
 	a.waitFor("\x1b[31mred\x1b[0m", 0)
-	res, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: 0, Timeout: f64(0)})
+	res, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: logOff, Timeout: f64(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,4 +527,33 @@ func TestCLIAttachShowsVimAsTmuxDoes(t *testing.T) {
 	same("after /line 0150 and x", "\nine 0150\n")
 	att.keys("C-p", "C-q")
 	att.waitText("detached from job " + id)
+}
+
+// TestAttachInputHeldBackNeverDropped: 10 MiB sent at once (a paste) into a
+// pty job reading its terminal slowly all arrive: the client is held back
+// while the job does not read (the runner's input queue is full), its
+// bytes are never refused. (POST /input answers a full queue with an
+// error; over attach that would lose the bytes.)
+func TestAttachInputHeldBackNeverDropped(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "stty raw -echo; echo ready; sleep 1; head -c 10485760 | wc -c; sleep 30", Mode: "pty", Timeout: 5})
+	if err != nil || !strings.Contains(res.Output, "ready") {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	a := attachTo(t, s, res.JobID, client.AttachOptions{})
+	chunk := bytes.Repeat([]byte("0123456789abcde\n"), 4096) // 64 KiB
+	// More messages than the runner's input queue holds (64).
+	for i := 0; i < 160; i++ {
+		if err := a.conn.Input(ctx(t), chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.waitFor("10485760", 0)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.ctl {
+		if c.Type == "error" {
+			t.Errorf("the server refused input: %+v", c)
+		}
+	}
 }

@@ -396,16 +396,18 @@ func (s *Server) attachRawWrite(ctx context.Context, c *websocket.Conn, fw follo
 		if err != nil {
 			return err
 		}
+		redrawn := false
 		for started && (off < st.RawSize || st.Done) {
 			b, err := s.Jobs.AttachRaw(ctx, id, off)
 			if errors.Is(err, jobs.ErrRawGone) && !st.Done {
-				// The client fell more than the ring behind.
-				if err := redraw(); errors.Is(err, jobs.ErrNotRunning) {
-					break // ended meanwhile: what is left comes with its end
-				} else if err != nil {
+				// The client fell more than the ring behind: a redraw,
+				// then the bytes from where it stands, with the job's
+				// state looked at again (it may have gone quiet since).
+				if err := redraw(); err != nil && !errors.Is(err, jobs.ErrNotRunning) {
 					return err
 				}
-				continue
+				redrawn = true
+				break
 			}
 			if errors.Is(err, jobs.ErrRawGone) || errors.Is(err, jobs.ErrNotRunning) {
 				break
@@ -431,6 +433,9 @@ func (s *Server) attachRawWrite(ctx context.Context, c *websocket.Conn, fw follo
 				e.RawOffset = &off
 			}
 			return s.attachSend(ctx, c, e)
+		}
+		if redrawn {
+			continue
 		}
 		select {
 		case <-st.Changed:

@@ -55,6 +55,7 @@ var groups = []group{
 	{"inputwait", "input-wait, prompt to answer", benchInputWait},
 	{"screen", "screen answer time", benchScreen},
 	{"mcp", "MCP tool-call overhead over /v1", benchMCP},
+	{"attach", "attach WebSocket: round trip and throughput through cat", benchAttach},
 	{"memory", "memory per running job", benchJobMemory},
 	{"snapshot", "snapshot save and restore", benchSnapshot},
 }

@@ -34,7 +34,33 @@ func (s *Service) AttachInput(ctx context.Context, id string, data []byte) error
 	if len(data) == 0 {
 		return nil
 	}
-	return s.sendInput(ctx, j, data)
+	return s.sendBlocking(ctx, j, data)
+}
+
+// sendBlocking is sendInput for attach: the runner holds its answer until
+// the bytes are queued for the terminal (proto Block), so a client that
+// types or pastes faster than the job reads is held back, never told its
+// bytes were refused.
+func (s *Service) sendBlocking(ctx context.Context, j *job, text []byte) error {
+	j.inputMu.Lock()
+	defer j.inputMu.Unlock()
+	for len(text) > 0 {
+		piece := text[:min(len(text), inputPiece)]
+		text = text[len(piece):]
+		a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TInput, Data: piece, Block: true})
+		if err == nil && a.Err == "" {
+			j.inputAcked(a.InputSeq) // input-wait
+			continue
+		}
+		if j.done() || errors.Is(err, ErrNotRunning) || (a != nil && a.Err == "job_not_running") {
+			return errorf(ErrNotRunning, "job %s is no longer running", j.id)
+		}
+		if err == nil {
+			err = errors.New(a.Err)
+		}
+		return fmt.Errorf("send input to job %s: %w", j.id, err)
+	}
+	return nil
 }
 
 // AttachEOF ends the job's input: for a pty job, the terminal's end of
@@ -45,7 +71,7 @@ func (s *Service) AttachEOF(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.sendInput(ctx, j, []byte{veof})
+	return s.sendBlocking(ctx, j, []byte{veof})
 }
 
 // attachable is the live job id, when it takes input.

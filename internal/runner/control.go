@@ -149,6 +149,13 @@ func (r *Runner) serve(c *proto.Conn) {
 				return
 			}
 		case proto.TInput:
+			if m.Block { // attach (raw.go): held until queued
+				go func() {
+					errText, seq := r.inputBlocking(m.Data)
+					c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
+				}()
+				continue
+			}
 			errText, seq := r.input(m.Data)
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
 		case proto.TResize:

@@ -182,3 +182,17 @@ func (r *Runner) saveRaw() {
 		r.log.Warn("keep the raw ring", "err", err)
 	}
 }
+
+// inputBlocking queues input for the terminal as input does, waiting for
+// room in the queue (an attached client's bytes are held back, never
+// dropped, while the job does not read its terminal).
+func (r *Runner) inputBlocking(b []byte) (string, int64) {
+	if r.spec.Mode != "pty" {
+		return "input_unsupported", 0
+	}
+	seq, ok := r.iw.queueWait(r.inputCh, b, r.done)
+	if !ok {
+		return "job_not_running", 0
+	}
+	return "", seq
+}

@@ -169,6 +169,8 @@ func decodeMsg(line []byte, m *Msg) bool {
 			return i64(&m.RawSize)
 		case "redraw":
 			return boo(&m.Redraw)
+		case "block":
+			return boo(&m.Block)
 		}
 		return r.Skip() // a key Msg does not have
 	})
@@ -275,6 +277,7 @@ func appendMsg(b []byte, m *Msg) ([]byte, error) {
 	num("input_seq", m.InputSeq)
 	num("raw_size", m.RawSize)
 	boo("redraw", m.Redraw)
+	boo("block", m.Block)
 	return append(b, '}', '\n'), nil
 }
 

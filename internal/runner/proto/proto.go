@@ -117,6 +117,10 @@ type Msg struct {
 	// attach (raw): see TRaw.
 	RawSize int64 `json:"raw_size,omitempty"`
 	Redraw  bool  `json:"redraw,omitempty"`
+	// Block (input, attach): wait for room in the terminal's input
+	// queue, acknowledging once queued, rather than refuse a full queue:
+	// the attached client is held back instead of losing bytes.
+	Block bool `json:"block,omitempty"`
 }
 
 // Stream is a connected socket: a *net.UnixConn on the server's side, an
