@@ -151,7 +151,13 @@ func (r *Runner) redraw(f *screenFeed) ([]byte, int64, string) {
 		return nil, f.termRaw, ""
 	}
 	b, why := f.term.Redraw()
-	return b, f.termRaw, why
+	if why != "" {
+		// No screen any more (its process failed): the terminal's bytes
+		// still come, from here, as for a terminal too large to emulate.
+		r.log.Warn("attach without a redraw", "why", why)
+		return nil, f.termRaw, ""
+	}
+	return b, f.termRaw, ""
 }
 
 // saveRaw writes the ring to RawFile once the output is drained (the
