@@ -21,7 +21,7 @@ all: build
 # The runner starts the helpers beside it only when no one but their owner
 # can write them, whatever the umask.
 build:
-	$(call stage,[3/5] build: go build of $(words $(BINARIES)) binaries into $(BIN)/)
+	$(call stage,[3/6] build: go build of $(words $(BINARIES)) binaries into $(BIN)/)
 	@mkdir -p $(BIN)
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 	@for b in $(addprefix $(BIN)/,$(BINARIES)); do [ ! -e "$$b" ] || chmod go-w "$$b"; done
@@ -46,11 +46,13 @@ run: build
 # STAGES, which prerequisites inherit).
 test: STAGES := make test
 test: fmt-check vet build
-	$(call stage,[4/5] unit and integration tests: go test ./... (a few minutes))
+	$(call stage,[4/6] unit and integration tests: go test ./... (a few minutes))
 	$(GO) test -count=1 -timeout 8m ./...
-	$(call stage,[5/5] deploy checks: deploy/kubernetes (manifests) and deploy/image (ocibuild))
+	$(call stage,[5/6] deploy checks: deploy/kubernetes (manifests) and deploy/image (ocibuild))
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(call stage,[6/6] client tests: clients/typescript (node --test) and clients/python (unittest) against $(BIN)/)
+	clients/test.sh $(BIN)/shellctl $(CLIENTS)
 	$(call stage,passed)
 
 # stage prints "make test: WHAT" when the target runs for make test (no
@@ -58,11 +60,11 @@ test: fmt-check vet build
 stage = @$(if $(STAGES),echo '$(STAGES): $(1)',:)
 
 vet:
-	$(call stage,[2/5] vet: go vet ./...)
+	$(call stage,[2/6] vet: go vet ./...)
 	$(GO) vet ./...
 
 fmt-check:
-	$(call stage,[1/5] fmt: gofmt -l on every Go file)
+	$(call stage,[1/6] fmt: gofmt -l on every Go file)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
