@@ -874,7 +874,7 @@ func TestCLIReadmeExamples(t *testing.T) {
 		m.line(l)
 	}
 	m.line("echo $((6*7))")
-	m.waitText("\n42")
+	m.waitText("\r42\r\n") // the raw terminal: bash's own line ends
 	m.keys("C-p", "C-q")
 	m.waitText("detached from job")
 	m.line(afterwards("readme")) // $? is still attach's

@@ -26,9 +26,13 @@ func attachCmd(cf *clientFlags) *cobra.Command {
 		Use:   "attach [--detach-keys KEYS] JOB_ID",
 		Short: "Connect your terminal to a running job (detach with Ctrl-P Ctrl-Q)",
 		Long: `Connect your terminal to a running pty job: what you type goes to the job's
-terminal (Ctrl-C too), its output comes to yours, and its terminal takes the size
-of yours (and follows it when you resize). Output starts at the job's current end
-(--since-offset 0 replays it from the start).
+terminal (Ctrl-C too), its terminal comes to yours as it is — first its screen
+as it stands (redrawn, as tmux does on attach), then the program's bytes as it
+writes them, colours, cursor movement and full-screen programs (vi, less, htop)
+included — and its terminal takes the size of yours (and follows it when you
+resize). It goes over the attach WebSocket (GET /v1/jobs/{id}/attach).
+--since-offset N prints the job's output.log (plain text, escapes removed) from
+byte N instead of the screen (--since-offset 0 replays it from the start).
 
 Detach with Ctrl-P Ctrl-Q (--detach-keys, e.g. "ctrl-a,d"): the job keeps running.
 When the job ends, attach exits with its code. Your terminal is restored on every
@@ -63,7 +67,13 @@ and Ctrl-C sends it SIGINT, as run does.`,
 				defer signal.Stop(sigs)
 				return followRunFrom(ctx, c, cf, sigs, id, true, false, out, errOff)
 			}
-			return attachPTY(ctx, c, id, out, keys)
+			// The terminal raw (a redraw, then its bytes), unless output
+			// from an offset was asked for.
+			logFrom := int64(-1)
+			if since.set {
+				logFrom = since.v
+			}
+			return attachPTY(ctx, c, id, logFrom, -1, keys)
 		},
 	}
 	c.Flags().StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "key sequence that detaches: ctrl-<letter> or single characters, comma-separated")
@@ -136,7 +146,17 @@ func (d *detacher) feed(in []byte) (send []byte, detach bool) {
 
 var errDetached = errors.New("detached")
 
-func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, keys []byte) (retErr error) {
+// attachPTY connects the terminal to pty job id over the attach
+// WebSocket (GET /v1/jobs/{id}/attach): the job's terminal comes raw — a
+// redraw of its screen, then its bytes as the program writes them, so
+// colours, full-screen programs and line editing look as they do
+// locally; with offset ≥ 0 (--since-offset), output.log from there
+// instead (sanitized text).
+//
+// rawFrom ≥ 0 asks for the raw bytes from there (run -it: from the job's
+// first byte, which the server still holds for a job that has written a
+// few KiB at most); the server sends a redraw when it no longer holds them.
+func attachPTY(ctx context.Context, c *client.Client, id string, offset, rawFrom int64, keys []byte) (retErr error) {
 	inFd := int(os.Stdin.Fd())
 	isTerm := term.IsTerminal(inFd)
 	if isTerm {
@@ -147,26 +167,46 @@ func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, k
 		// Every way out of here passes this (a panic too); the exits on
 		// signals below return through it as well.
 		defer term.Restore(inFd, old)
-		// The server keeps a pty job's output as text with plain \n line
-		// ends (the sanitizer of jobs.md): our terminal must still turn
-		// them into CR LF, which raw mode alone would not.
-		if t, err := unix.IoctlGetTermios(inFd, unix.TCGETS); err == nil {
-			t.Oflag |= unix.OPOST | unix.ONLCR
-			_ = unix.IoctlSetTermios(inFd, unix.TCSETS, t)
+		if offset >= 0 {
+			// output.log holds text with plain \n line ends (the
+			// sanitizer of jobs.md): our terminal must turn them into
+			// CR LF, which raw mode alone would not. The raw terminal
+			// carries its own.
+			if t, err := unix.IoctlGetTermios(inFd, unix.TCGETS); err == nil {
+				t.Oflag |= unix.OPOST | unix.ONLCR
+				_ = unix.IoctlSetTermios(inFd, unix.TCSETS, t)
+			}
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	resize := func() {
+	size := func() (int, int, bool) {
 		if !isTerm {
-			return
+			return 0, 0, false
 		}
-		if w, h, err := term.GetSize(inFd); err == nil && w > 0 && h > 0 {
-			_ = c.Resize(ctx, id, min(w, 4096), min(h, 4096))
-		}
+		w, h, err := term.GetSize(inFd)
+		return min(w, 4096), min(h, 4096), err == nil && w > 0 && h > 0
 	}
-	resize()
+	// The job's terminal takes our size before the redraw is made: the
+	// program redraws at it, and the redraw is of the screen it drew. (A
+	// job run -it was started at it: a resize would only cost it the raw
+	// bytes from its start, which a resize makes the server's screen
+	// drop.)
+	if w, h, ok := size(); ok && rawFrom < 0 {
+		_ = c.Resize(ctx, id, w, h)
+	}
+	opt := client.AttachOptions{}
+	if offset >= 0 {
+		opt.Offset = &offset
+	} else if rawFrom >= 0 {
+		opt.RawOffset = &rawFrom
+	}
+	conn, err := c.Attach(ctx, id, opt)
+	if err != nil {
+		return err
+	}
+	defer conn.CloseNow()
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
@@ -178,13 +218,32 @@ func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, k
 	}
 	done := make(chan result, 1)
 	go func() {
-		f := &follower{c: c, id: id, out: &sink{w: os.Stdout, offset: offset}}
-		end, err := f.run(ctx)
-		done <- result{end, err}
+		for {
+			m, err := conn.Next(ctx)
+			if err != nil {
+				if errors.Is(err, client.ErrAttachClosed) {
+					err = fmt.Errorf("job %s: the server closed the attach socket before the job ended", id)
+				}
+				done <- result{nil, err}
+				return
+			}
+			switch {
+			case m.Control == nil:
+				if _, err := os.Stdout.Write(m.Output); err != nil {
+					done <- result{nil, fmt.Errorf("writing to your terminal: %w", err)}
+					return
+				}
+			case m.Control.Type == "exit":
+				done <- result{&jobEnd{Status: m.Control.Status, ExitCode: m.Control.ExitCode}, nil}
+				return
+			case m.Control.Type == "error":
+				fmt.Fprintf(os.Stderr, "\r\nshellctl: job %s: %s\r\n", id, m.Control.Message)
+			}
+		}
 	}()
 
 	inErr := make(chan error, 1)
-	go func() { inErr <- pumpInput(ctx, c, id, os.Stdin, keys) }()
+	go func() { inErr <- pumpInput(ctx, conn, id, os.Stdin, keys) }()
 
 	for {
 		select {
@@ -192,11 +251,13 @@ func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, k
 			if r.err != nil {
 				return r.err
 			}
+			_ = conn.Close()
 			return exitOf(ctx, c, id, r.end)
 		case err := <-inErr:
 			switch {
 			case errors.Is(err, errDetached):
 				fmt.Fprintf(os.Stderr, "\r\nshellctl: detached from job %s; it keeps running (`shellctl attach %s` to return)\r\n", id, id)
+				_ = conn.Close()
 				return nil
 			case err != nil:
 				return err
@@ -204,7 +265,9 @@ func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, k
 			inErr = nil // stdin at its end: keep following the output
 		case s := <-sigs:
 			if s == syscall.SIGWINCH {
-				go resize()
+				if w, h, ok := size(); ok {
+					_ = conn.Resize(ctx, w, h)
+				}
 				continue
 			}
 			fmt.Fprintf(os.Stderr, "\r\nshellctl: %v: detached from job %s; it keeps running\r\n", s, id)
@@ -215,20 +278,19 @@ func attachPTY(ctx context.Context, c *client.Client, id string, offset int64, k
 
 // pumpInput sends what is read from in to the job's terminal, in order,
 // until the detach sequence (errDetached), the end of in (nil) or an error.
-func pumpInput(ctx context.Context, c *client.Client, id string, in io.Reader, keys []byte) error {
+func pumpInput(ctx context.Context, conn *client.AttachConn, id string, in io.Reader, keys []byte) error {
 	d := &detacher{keys: keys}
 	buf := make([]byte, 4096)
-	zero := 0.0
 	for {
 		n, err := in.Read(buf)
 		if n > 0 {
 			send, detach := d.feed(buf[:n])
 			if len(send) > 0 {
-				if _, ierr := c.Input(ctx, id, string(send), client.WaitRequest{Timeout: &zero, OutputLimit: 1}); ierr != nil {
-					if apiCode(ierr) == "job_not_running" {
-						return nil
-					}
-					return fmt.Errorf("sending input to job %s: %w", id, ierr)
+				if ierr := conn.Input(ctx, send); ierr != nil {
+					// The socket's end (the job's) is told by the output
+					// side.
+					<-ctx.Done()
+					return nil
 				}
 			}
 			if detach {

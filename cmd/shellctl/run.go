@@ -162,7 +162,7 @@ not start).`,
 					}
 				}()
 			} else if interactive {
-				return attachPTY(ctx, c, res.JobID, 0, keys)
+				return attachPTY(ctx, c, res.JobID, -1, 0, keys)
 			}
 			err = followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
 			if !pipeIn && !fromStdin {

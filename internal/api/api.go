@@ -275,6 +275,9 @@ func (s *Server) routes() *http.ServeMux {
 	authed("/v1/prepare", only(s.prepare, http.MethodPut))
 	authed("/v1/prepare/{session_id}", only(s.unprepare, http.MethodDelete))
 	s.fileRoutes(authed)
+	// attach checks its own token: a browser's WebSocket cannot send the
+	// header, and offers it as a subprotocol entry instead (attach.go).
+	open("/v1/jobs/{id}/attach", s.attachRoute)
 	return m
 }
 

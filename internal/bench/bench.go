@@ -56,6 +56,7 @@ var groups = []group{
 	{"pipe", "stdin pipe round trip of one line", benchPipe},
 	{"screen", "screen answer time", benchScreen},
 	{"mcp", "MCP tool-call overhead over /v1", benchMCP},
+	{"attach", "attach WebSocket: round trip and throughput through cat", benchAttach},
 	{"memory", "memory per running job", benchJobMemory},
 	{"egress", "egress proxy: request and download, intercepted and tunnelled, vs direct", benchEgress},
 	{"files", "file routes: 40 MiB up and down, stat, archive of a tree", benchFiles},

@@ -55,6 +55,9 @@ type job struct {
 	// stream (issue 14 §1): stderr.log's size as the runner announced it
 	// (stdio jobs), so streams of the stderr channel wake on its growth.
 	errSize int64
+	// attach (attach.go): the terminal's raw bytes read so far, as the
+	// runner announced them once an attach started its raw ring.
+	rawSize int64
 
 	// input-wait (spec/extended-api.md §4; inputwait.go): the runner's
 	// last word on whether the job's foreground process is blocked
@@ -184,6 +187,9 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	}
 	if m.ErrSize > j.errSize {
 		j.errSize = m.ErrSize
+	}
+	if m.RawSize > j.rawSize {
+		j.rawSize = m.RawSize // attach.go
 	}
 	becameRunning := false
 	if m.PID != 0 {

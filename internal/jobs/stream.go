@@ -54,6 +54,9 @@ type FollowState struct {
 	InputWait *bool
 	// Changed is closed at the job's next change; nil when Done.
 	Changed <-chan struct{}
+	// RawSize is how far a pty job's raw terminal bytes go, as far as the
+	// server heard (attach.go; 0 until an attach asked for them).
+	RawSize int64
 }
 
 // FollowEnd is how the job ended, for the stream's end event.
@@ -104,7 +107,7 @@ func (fw *Follower) Mode() string { return fw.mode }
 func (fw *Follower) State(ctx context.Context) (FollowState, error) {
 	if j := fw.j; j != nil {
 		j.mu.Lock()
-		st := FollowState{Status: j.status, ExitCode: j.exitCode, Size: j.size, InputWait: j.inputWaitFlag(), Changed: j.changed}
+		st := FollowState{Status: j.status, ExitCode: j.exitCode, Size: j.size, InputWait: j.inputWaitFlag(), Changed: j.changed, RawSize: j.rawSize}
 		if fw.name == runner.StderrFile {
 			st.Size = j.errSize
 		}
@@ -114,7 +117,7 @@ func (fw *Follower) State(ctx context.Context) (FollowState, error) {
 		}
 		// Its end is known, so its runner is done writing: what is on disk
 		// is all there is, whatever the last size event said.
-		return FollowState{Status: st.Status, ExitCode: st.ExitCode, Done: true, Size: fw.diskSize(), InputWait: st.InputWait}, nil
+		return FollowState{Status: st.Status, ExitCode: st.ExitCode, Done: true, Size: fw.diskSize(), InputWait: st.InputWait, RawSize: st.RawSize}, nil
 	}
 	row, err := fw.s.st.Get(ctx, fw.id)
 	if errors.Is(err, store.ErrNotFound) {

@@ -114,6 +114,7 @@ func (r *Runner) state() *proto.Msg {
 		m.Isolation = r.isolation
 		m.Size = r.size.Load()
 		m.ErrSize = r.errSize.Load()
+		m.RawSize = r.rawSize.Load()
 		m.Pgid, m.Limits = r.pgid, r.limits
 		return &m
 	}
@@ -122,7 +123,7 @@ func (r *Runner) state() *proto.Msg {
 		st = jobstate.StatusRunning
 	}
 	m := &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath,
-		Pgid: r.pgid, Limits: r.limits, ErrSize: r.errSize.Load()}
+		Pgid: r.pgid, Limits: r.limits, ErrSize: r.errSize.Load(), RawSize: r.rawSize.Load()}
 	r.iw.fill(m) // input-wait, for a server that connects later
 	return m
 }
@@ -160,6 +161,13 @@ func (r *Runner) serve(c *proto.Conn) {
 				// which ends a read at the start of a line.
 				m.Data = append(m.Data, 0x04)
 			}
+			if m.Block { // attach (raw.go): held until queued
+				go func() {
+					errText, seq := r.inputBlocking(m.Data)
+					c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
+				}()
+				continue
+			}
 			errText, seq := r.input(m.Data)
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
 		case proto.TResize:
@@ -189,6 +197,8 @@ func (r *Runner) serve(c *proto.Conn) {
 				b, why := r.screenOf(m.Scrollback)
 				c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Screen: b, Err: why})
 			}()
+		case proto.TRaw: // raw.go
+			go func() { c.Send(r.rawRequest(m)) }()
 		case proto.TKeys:
 			go func() { c.Send(r.keys(m)) }()
 		case proto.TExitAck:

@@ -169,6 +169,18 @@ func (iw *inputWait) queue(ch chan []byte, b []byte) (int64, bool) {
 	}
 }
 
+// queueWait is queue, waiting for room until done is closed (false then).
+func (iw *inputWait) queueWait(ch chan []byte, b []byte, done <-chan struct{}) (int64, bool) {
+	n := iw.queued.Add(1)
+	select {
+	case ch <- b:
+		return n, true
+	case <-done:
+		iw.queued.Add(-1)
+		return 0, false
+	}
+}
+
 // beforeWrite is called just before an input is written to the terminal:
 // every reader blocked now has not read it yet, and must block anew before
 // the job counts as waiting again.

@@ -21,7 +21,7 @@ const sizeEventGap = time.Millisecond
 // sendSizes publishes output growth, coalesced: never a queue that grows
 // with the output.
 func (r *Runner) sendSizes() {
-	var last, lastErr int64 = -1, -1
+	var last, lastErr, lastRaw int64 = -1, -1, -1
 	var lastSent time.Time
 	for {
 		select {
@@ -36,13 +36,13 @@ func (r *Runner) sendSizes() {
 				return
 			}
 		}
-		n, e := r.size.Load(), r.errSize.Load()
-		if n == last && e == lastErr {
+		n, e, raw := r.size.Load(), r.errSize.Load(), r.rawSize.Load()
+		if n == last && e == lastErr && raw == lastRaw {
 			continue
 		}
-		last, lastErr = n, e
+		last, lastErr, lastRaw = n, e, raw
 		lastSent = time.Now()
-		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e})
+		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e, RawSize: raw})
 		r.iw.event() // input-wait: a prompt may have been printed
 	}
 }

@@ -78,6 +78,15 @@ type screenFeed struct {
 
 	lastRead atomic.Int64 // unix ns of the last read from the terminal
 
+	// attach (raw.go): raw counts every byte put; ring (nil until the
+	// first raw request) keeps the last of them, and rawGrew announces
+	// each read once it exists. termRaw (under tmu) is how many of them
+	// the term was fed: the raw offset its screen stands at.
+	raw     int64
+	ring    *rawRing
+	rawGrew func(int64)
+	termRaw int64
+
 	tmu   sync.Mutex // the term
 	term  *liveTerm
 	cols  int // the terminal's size (term nil: too large to emulate)
@@ -111,6 +120,11 @@ func (f *screenFeed) put(p []byte) {
 	}
 	f.buf = append(f.buf, p...)
 	f.queued += int64(len(p))
+	f.raw += int64(len(p))
+	if f.ring != nil {
+		f.ring.keep(p, f.raw)
+		f.rawGrew(f.raw)
+	}
 	full := len(f.buf) >= screenBatch
 	f.mu.Unlock()
 	if full {
@@ -184,6 +198,7 @@ func (f *screenFeed) apply(buf []byte, resizes []resizeAt) {
 			if f.term != nil {
 				f.term.Write(buf[off : off+n])
 			}
+			f.termRaw += int64(n)
 			f.tmu.Unlock()
 			off += n
 		}

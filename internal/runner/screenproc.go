@@ -200,6 +200,23 @@ func (t *liveTerm) Snapshot(scrollback int) ([]byte, string) {
 	return nil, screenUnavailable + t.broken
 }
 
+// Redraw is the bytes that redraw the screen now (attach), or why there
+// are none.
+func (t *liveTerm) Redraw() ([]byte, string) {
+	if t.cold != nil {
+		// The cold bytes drew the screen from a blank one: the screen
+		// process's own redraw of a cold screen is the same.
+		return append([]byte(screen.RedrawReset), t.cold.Raw()...), ""
+	}
+	if t.conn != nil {
+		t.wbuf = screen.AppendFrame(t.wbuf[:0], screen.FrameRedraw, nil)
+		if p, ok := t.ask(t.wbuf, screen.FrameRedraw); ok {
+			return append([]byte(nil), p...), ""
+		}
+	}
+	return nil, screenUnavailable + t.broken
+}
+
 // Broken is why the screen is unavailable ("" while it works).
 func (t *liveTerm) Broken() string { return t.broken }
 

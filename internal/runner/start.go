@@ -120,6 +120,7 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 			r.log.Warn("copy terminal output", "err", err)
 		}
 		r.saveScreen()
+		r.saveRaw() // raw.go
 	}()
 	r.watchInputWait(master, slave) // input-wait: identifies the terminal by slave
 	// Only the job may hold the terminal's slave side: once it and its

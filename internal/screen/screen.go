@@ -63,3 +63,9 @@ func Drawn(lines []string) []string {
 	}
 	return lines[:last]
 }
+
+// RedrawReset starts every redraw (attach): it puts a terminal in a known
+// state — the main screen, the default pen, no margins, the modes a redraw
+// carries over at their defaults, blank — before the screen is drawn.
+const RedrawReset = "\x1b[?1049l\x1b[0m\x1b[r\x1b[?6l\x1b[?7h\x1b[?1l\x1b>\x1b[?25h" +
+	"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1004l\x1b[?1006l\x1b[?2004l\x1b[H\x1b[2J"

@@ -14,9 +14,12 @@ package screen
 //	  FrameSnapshot scrollback rows asked for (4 bytes): answered
 //	  FrameCursor   nothing: answered with one byte, 1 when the program
 //	                asked for application cursor keys
+//	  FrameRedraw   nothing: answered with the bytes that redraw the
+//	                screen now on a terminal of its size (attach)
 //	screen → runner
 //	  FrameSnapshot the screen as JSON (Snapshot)
 //	  FrameCursor   one byte
+//	  FrameRedraw   the redraw's bytes
 //	  FrameError    why the process cannot go on (it then exits)
 //
 // End of file on stdin ends the process.
@@ -37,12 +40,13 @@ const (
 	FrameResize   = 'r'
 	FrameSnapshot = 's'
 	FrameCursor   = 'c'
+	FrameRedraw   = 'd'
 	FrameError    = 'e'
 )
 
 // Protocol is the version of these frames: a runner and a screen process
 // from builds that speak different ones refuse each other (FrameError).
-const Protocol = 1
+const Protocol = 2
 
 // MaxFrame bounds a frame's length: a write is at most what the runner
 // feeds at once (64 KiB), an answer at most a screen and its scrollback in

@@ -169,6 +169,12 @@ func decodeMsg(line []byte, m *Msg) bool {
 			return boo(&m.EOF)
 		case "taken":
 			return i64(&m.Taken)
+		case "raw_size":
+			return i64(&m.RawSize)
+		case "redraw":
+			return boo(&m.Redraw)
+		case "block":
+			return boo(&m.Block)
 		}
 		return r.Skip() // a key Msg does not have
 	})
@@ -275,6 +281,9 @@ func appendMsg(b []byte, m *Msg) ([]byte, error) {
 	num("input_seq", m.InputSeq)
 	boo("eof", m.EOF)
 	num("taken", m.Taken)
+	num("raw_size", m.RawSize)
+	boo("redraw", m.Redraw)
+	boo("block", m.Block)
 	return append(b, '}', '\n'), nil
 }
 

@@ -40,6 +40,15 @@ const (
 	TInputWait = "input_wait"
 	// server → runner: look now; the ack carries Waiting and InputSeq.
 	TInputWaitQuery = "input_wait_query"
+
+	// attach (spec/extended-api.md §8), pty jobs. server → runner: the
+	// terminal's raw bytes from RawSize (the ack's Data, at most 64 KiB,
+	// and RawSize where they start; Err "raw_gone" once the ring no longer
+	// holds them), or with Redraw the bytes that redraw the screen now
+	// (the ack's RawSize: the raw offset the screen stands at). The first
+	// raw request starts the runner's raw ring; from then on out and state
+	// carry RawSize, the terminal's raw bytes read so far.
+	TRaw = "raw"
 )
 
 // Msg is every message; only the fields of its type are set.
@@ -110,6 +119,13 @@ type Msg struct {
 	// does not read; the ack carries Taken, the bytes the pipe took.
 	EOF   bool  `json:"eof,omitempty"`
 	Taken int64 `json:"taken,omitempty"`
+	// attach (raw): see TRaw.
+	RawSize int64 `json:"raw_size,omitempty"`
+	Redraw  bool  `json:"redraw,omitempty"`
+	// Block (input, attach): wait for room in the terminal's input
+	// queue, acknowledging once queued, rather than refuse a full queue:
+	// the attached client is held back instead of losing bytes.
+	Block bool `json:"block,omitempty"`
 }
 
 // Stream is a connected socket: a *net.UnixConn on the server's side, an

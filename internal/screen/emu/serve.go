@@ -75,6 +75,8 @@ func Serve(in io.Reader, out io.Writer) error {
 				return fail(fmt.Errorf("encode the screen: %w", err))
 			}
 			ans = screen.AppendFrame(ans[:0], screen.FrameSnapshot, js)
+		case screen.FrameRedraw:
+			ans = screen.AppendFrame(ans[:0], screen.FrameRedraw, t.Redraw())
 		case screen.FrameCursor:
 			c := byte(0)
 			if t.AppCursor() {

@@ -353,6 +353,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/attach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 16 lowercase hex characters. Another id that could be one (1..128 letters, digits, - and _) is 404 job_not_found; anything else (../../etc/passwd) is 400 invalid_job_id */
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A WebSocket to a job: its input, its terminal's raw output, resize and end of input
+         * @description An RFC 6455 WebSocket upgrade (`Connection: Upgrade`, `Upgrade: websocket`) with the subprotocol `shellctl.attach.v1`, which the client must offer in `Sec-WebSocket-Protocol` (else 400 `invalid_subprotocol`). For pty jobs (and stdio jobs run with `"stdin":"pipe"`; 409 `input_unsupported` for others).
+         *
+         *     Auth: the bearer header, or, for browsers that cannot set a header, the subprotocol entry `bearer.<token>` beside `shellctl.attach.v1` (the server answers only `shellctl.attach.v1`). Host and Origin are checked as on every route.
+         *
+         *     Messages. Client → server: binary = input bytes (as `/input` writes them; at most 1 MiB a message); text = JSON control: `{"type":"resize","cols":N,"rows":N}`, `{"type":"eof"}` (a pty job gets its terminal's end-of-file character, Ctrl-D). Server → client: binary = output bytes; text = JSON control: `{"type":"redraw","raw_offset":N}` (pty: the next binary message redraws the current screen; the terminal's raw bytes from `raw_offset` follow), `{"type":"resume","raw_offset":N}` (pty, after `raw_offset` was asked and is still kept: raw bytes from there follow), `{"type":"error","code","message"}` (a control message or input that could not be done; the socket stays open), and last `{"type":"exit","status","exit_code","signal","offset","raw_offset"}`, then a normal close (1000). A server that shuts down closes with 1001.
+         *
+         *     Output is read at the client's pace: a slow client never slows the job or grows the server's memory. A pty job's output is its terminal's raw bytes, escape sequences included (output.log, the other routes' text, stays sanitized); `offset` asks for output.log instead.
+         */
+        get: operations["jobAttach"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/screen": {
         parameters: {
             query?: never;
@@ -724,7 +753,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description `invalid_request` (body not JSON or not an object, a field of the wrong type), `invalid_offset`, `invalid_cwd`, `invalid_job_id` (a job id of no possible shape), `archive_malformed` */
+        /** @description `invalid_request` (body not JSON or not an object, a field of the wrong type), `invalid_offset`, `invalid_cwd`, `invalid_job_id` (a job id of no possible shape), `archive_malformed`, `invalid_subprotocol` (attach without `shellctl.attach.v1`) */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1519,6 +1548,52 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    jobAttach: {
+        parameters: {
+            query?: {
+                /** @description output.log from this byte offset (stdio jobs; for a pty job, the sanitized log instead of the raw terminal). Default: the current end */
+                offset?: string;
+                /** @description pty: resume the raw terminal bytes from this offset (a reconnect); when the bounded raw ring (1 MiB) no longer holds it, a fresh redraw is sent instead */
+                raw_offset?: string;
+            };
+            header: {
+                /** @description `shellctl.attach.v1`, and optionally `bearer.<token>` */
+                "Sec-WebSocket-Protocol": string;
+            };
+            path: {
+                /** @description 16 lowercase hex characters. Another id that could be one (1..128 letters, digits, - and _) is 404 job_not_found; anything else (../../etc/passwd) is 400 invalid_job_id */
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: the WebSocket is open, with `Sec-WebSocket-Protocol: shellctl.attach.v1`. */
+            101: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
+            /** @description Upgrade Required: the request is not a WebSocket handshake (plain text answer of the WebSocket library). */
+            426: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             500: components["responses"]["Internal"];
         };
     };

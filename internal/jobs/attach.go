@@ -1,0 +1,169 @@
+package jobs
+
+// Attach (spec/extended-api.md §8, GET /v1/jobs/{id}/attach): what the
+// WebSocket needs of a job beside the Follower that reads its output. Input
+// goes the way /input's does (sendInput): one method for every writer of a
+// job's input, so what reaches the job, and in which order, does not depend
+// on the route it came by.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/shellctl/shellctl/internal/runner"
+	"github.com/shellctl/shellctl/internal/runner/proto"
+)
+
+// veof is the byte a terminal reads as end of file at the start of a line
+// (Ctrl-D, the default VEOF): what "eof" means for a pty job, which has no
+// stdin to close.
+const veof = 0x04
+
+// AttachInput writes data to job id's input as POST /input does, without
+// waiting for its output. A job that takes no input: ErrInputUnsupported;
+// one that ended: ErrNotRunning.
+func (s *Service) AttachInput(ctx context.Context, id string, data []byte) error {
+	j, err := s.attachable(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	return s.sendBlocking(ctx, j, data)
+}
+
+// sendBlocking is sendInput for attach: the runner holds its answer until
+// the bytes are queued for the terminal (proto Block), so a client that
+// types or pastes faster than the job reads is held back, never told its
+// bytes were refused.
+func (s *Service) sendBlocking(ctx context.Context, j *job, text []byte) error {
+	j.inputMu.Lock()
+	defer j.inputMu.Unlock()
+	for len(text) > 0 {
+		piece := text[:min(len(text), inputPiece)]
+		text = text[len(piece):]
+		a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TInput, Data: piece, Block: true})
+		if err == nil && a.Err == "" {
+			j.inputAcked(a.InputSeq) // input-wait
+			continue
+		}
+		if j.done() || errors.Is(err, ErrNotRunning) || (a != nil && a.Err == "job_not_running") {
+			return errorf(ErrNotRunning, "job %s is no longer running", j.id)
+		}
+		if err == nil {
+			err = errors.New(a.Err)
+		}
+		return fmt.Errorf("send input to job %s: %w", j.id, err)
+	}
+	return nil
+}
+
+// AttachEOF ends the job's input: for a pty job, the terminal's end of
+// file character (Ctrl-D), which a program reading a line at its start
+// takes as end of file.
+func (s *Service) AttachEOF(ctx context.Context, id string) error {
+	j, err := s.attachable(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.sendBlocking(ctx, j, []byte{veof})
+}
+
+// attachable is the live job id, when it takes input.
+func (s *Service) attachable(ctx context.Context, id string) (*job, error) {
+	j, err := s.liveJob(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.mode != "pty" {
+		return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode without a stdin pipe: it takes no input (run it with mode \"pty\")", id)
+	}
+	return j, nil
+}
+
+// ErrRawGone: the raw bytes asked for are no longer kept (the runner's
+// ring moved past them, or the job ended and its runner left without
+// them): the attach redraws instead.
+var ErrRawGone = errors.New("raw output no longer kept")
+
+// AttachRaw is pty job id's raw terminal bytes from off (at most 64 KiB;
+// none yet when off is the end). Once the job has ended they are read from
+// the ring its runner left (runner.RawFile); ErrRawGone when they are not
+// kept, ErrNotRunning when the job ended and left none.
+func (s *Service) AttachRaw(ctx context.Context, id string, off int64) ([]byte, error) {
+	j := s.lookup(id)
+	if j == nil || j.done() {
+		return s.rawLeft(id, off)
+	}
+	a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TRaw, RawSize: off})
+	if err != nil {
+		if errors.Is(err, ErrNotRunning) || j.done() {
+			return s.rawLeft(id, off)
+		}
+		return nil, fmt.Errorf("read the raw output of job %s: %w", id, err)
+	}
+	switch a.Err {
+	case "":
+		return a.Data, nil
+	case runner.ErrRawGone:
+		return nil, errorf(ErrRawGone, "job %s: raw output from %d is no longer kept", id, off)
+	case "runner gone", "job_not_running":
+		return s.rawLeft(id, off)
+	}
+	return nil, fmt.Errorf("read the raw output of job %s: %s", id, a.Err)
+}
+
+// AttachRedraw is the bytes that redraw pty job id's screen now, and the
+// raw offset the raw bytes that follow them start at.
+func (s *Service) AttachRedraw(ctx context.Context, id string) ([]byte, int64, error) {
+	j, err := s.liveJob(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if j.mode != "pty" {
+		return nil, 0, errorf(ErrScreenUnsupported, "job %s runs in %s mode: it has no screen to redraw", id, j.mode)
+	}
+	a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TRaw, Redraw: true})
+	if err != nil {
+		if errors.Is(err, ErrNotRunning) || j.done() {
+			return nil, 0, errorf(ErrNotRunning, "job %s is no longer running", id)
+		}
+		return nil, 0, fmt.Errorf("redraw the screen of job %s: %w", id, err)
+	}
+	if a.Err != "" {
+		if a.Err == "runner gone" || a.Err == "job_not_running" || j.done() {
+			return nil, 0, errorf(ErrNotRunning, "job %s is no longer running", id)
+		}
+		return nil, 0, fmt.Errorf("redraw the screen of job %s: %s", id, a.Err)
+	}
+	return a.Data, a.RawSize, nil
+}
+
+// rawLeft reads the raw bytes from off out of the ring a finished job's
+// runner left: all of them from off, at most rawLeftMax.
+func (s *Service) rawLeft(id string, off int64) ([]byte, error) {
+	f, err := s.sd.Open(jobRel(id)+"/"+runner.RawFile, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, errorf(ErrNotRunning, "job %s is no longer running and left no raw output", id)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, rawLeftMax))
+	if err != nil || len(b) < 8 {
+		return nil, errorf(ErrNotRunning, "job %s is no longer running and left no raw output", id)
+	}
+	start := int64(binary.LittleEndian.Uint64(b))
+	b = b[8:]
+	if off < start || off > start+int64(len(b)) {
+		return nil, errorf(ErrRawGone, "job %s: raw output from %d is no longer kept", id, off)
+	}
+	return b[off-start:], nil
+}
+
+// rawLeftMax bounds what is read of a raw ring file: the ring and its
+// header.
+const rawLeftMax = 2 << 20
