@@ -112,8 +112,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Write text to a pty job's terminal, then wait
-         * @description With an `Idempotency-Key` (scoped to this job), a repeat with the same text does not send it again: it waits with its own parameters.
+         * Write input to a job's terminal or stdin pipe, then wait
+         * @description With an `Idempotency-Key` (scoped to this job), a repeat with the same text does not send it again: it waits with its own parameters. A stdio job run with `"stdin":"pipe"` takes input too (`text`, `base64`, `eof`); one without answers 409 `input_unsupported` as before.
          */
         post: operations["inputJob"];
         delete?: never;
@@ -450,6 +450,199 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/prepare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Register a session's credentials with the egress proxy (replaces the session's earlier ones)
+         * @description Dify's request shape (both `inject.config` and `inject.http_header`; `sandbox_id` for `session_id`). Jobs run with this `session_id` hold only placeholders `__secret:<provider>/<name>__`; the proxy puts the value into HTTPS requests to the credential's domains. No route ever answers a value.
+         */
+        put: operations["prepareEgress"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/prepare/{session_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Drop a session's credentials */
+        delete: operations["unprepareEgress"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/stat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a path is */
+        get: operations["fileStat"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A directory's entries, sorted by name */
+        get: operations["fileList"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A regular file's bytes (Range, ETag) */
+        get: operations["fileGet"];
+        /** Write a file atomically (temporary file, fsync, rename) */
+        put: operations["filePut"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/edit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Replace exact text in a UTF-8 file */
+        post: operations["fileEdit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/mkdir": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make a directory */
+        post: operations["fileMkdir"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Rename a file or directory (never replacing unless overwrite) */
+        post: operations["fileMove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a file, or a directory (recursive for a non-empty one) */
+        delete: operations["fileDelete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Collect a directory as a tar stream (artifact collection) */
+        get: operations["fileArchive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Changes beneath a directory as Server-Sent Events (inotify) */
+        get: operations["fileWatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -530,6 +723,11 @@ export interface components {
             message: string | null;
             /** @enum {unknown} */
             mode: "pty" | "stdio";
+            /**
+             * @description the job's stdin: `null` (/dev/null), `pipe` (a stdin pipe taking input), `closed` (a stdin pipe closed by eof, by the job, or by its end), `pty` (its terminal)
+             * @enum {unknown}
+             */
+            stdin: "null" | "pipe" | "closed" | "pty";
             cwd: string;
             home: string;
             terminal: components["schemas"]["Terminal"] | null;
@@ -589,6 +787,16 @@ export interface components {
             idempotency_key: string | null;
             /** @description GET …/screen answers for this job (a pty job whose terminal is within the emulated bound of 65 536 cells) */
             screen_available: boolean;
+            /** @description the egress proxy as the job got it: its policy, address and the credentials (provider/name, never values) the job could use; null when the proxy was off */
+            egress: {
+                /** @enum {unknown} */
+                policy: "open" | "proxy-only";
+                proxy: string;
+                credentials: {
+                    provider: string;
+                    name: string;
+                }[];
+            } | null;
         };
         /** @description GET /v1/info; never a secret. */
         Info: {
@@ -626,6 +834,10 @@ export interface components {
                     rw?: string[];
                     ro?: string[];
                     rw_dev?: string[];
+                    /** @description --egress=proxy-only: each job's Landlock domain handles TCP connect and bind */
+                    net_restrict?: boolean;
+                    /** @description the only TCP ports a job may connect to under proxy-only: the egress proxy's and --egress-allow-port's */
+                    net_connect_tcp?: number[];
                 };
                 default_shell: string;
                 inherit_env: string;
@@ -648,6 +860,16 @@ export interface components {
                 [key: string]: number;
             };
             auth_required: boolean;
+            /** @description the egress credential proxy: whether it runs, its address, policy and CA certificate's SHA-256 (never a credential) */
+            egress: {
+                enabled: boolean;
+                proxy?: string;
+                /** @enum {unknown} */
+                policy?: "open" | "proxy-only";
+                ca_sha256?: string;
+                ca_out?: string;
+                allow_domains?: string[];
+            };
         };
         /** @description What the terminal shows now: one entry of `lines` per row, trailing blanks trimmed; `scrollback` (only when asked for with `?scrollback=N` or a keys request's `scrollback`) holds up to N rows that scrolled off the top of the main screen, oldest first. */
         Screen: {
@@ -683,6 +905,12 @@ export interface components {
             };
             session_id?: string;
             /**
+             * @description A stdio job's stdin: `null` (/dev/null, the original's contract) or `pipe`, a pipe the job's runner holds, written with /input (`text` or `base64`, `eof`) or the attach. `pipe` with a pty job is 422 `validation_error`.
+             * @default null
+             * @enum {unknown}
+             */
+            stdin?: "null" | "pipe";
+            /**
              * @description seconds this request waits for output (the job runs on after the answer); capped at 600. Unset, 0 or less means the default 30, not an answer at once as on wait: for that, send a small timeout such as 0.001
              * @default 30
              */
@@ -693,6 +921,8 @@ export interface components {
             idle_flush_seconds?: number;
             /** @description Answer as soon as a pty job waits for input */
             return_on_input_wait?: boolean;
+            /** @description Dify's other name for session_id (used when session_id is absent): the session whose egress credentials the job may use */
+            sandbox_id?: string;
         };
         WaitRequest: {
             /** @default 0 */
@@ -709,9 +939,19 @@ export interface components {
             /** @description Answer as soon as a pty job waits for input */
             return_on_input_wait?: boolean;
         };
+        /** @description `text` or `base64` (not both), or `eof` alone. For a stdio job with a stdin pipe the bytes go to the pipe: a job that does not read within `timeout` answers 409 `input_backpressure`, and the wait after the write has what is left of `timeout`. */
         InputRequest: {
-            /** @description sent byte for byte; no newline added */
-            text: string;
+            /** @description sent byte for byte (UTF-8); no newline added. Required unless `base64` or `eof` is given */
+            text?: string;
+            /** @description the input as standard base64 (RFC 4648, with padding): any bytes, sent exactly; instead of `text` (both: 400 `invalid_request`; not base64: 422 `validation_error`) */
+            base64?: string;
+            /**
+             * @description after the bytes, close the job's stdin pipe (the job reads end of file); for a pty job, the terminal's EOF character ^D. Applied only once every byte was taken.
+             * @default false
+             */
+            eof?: boolean;
+            /** @description for a stdin pipe: seconds the write waits for a job that does not read (capped at 600; ≤ 0: only what the pipe takes at once). Given, `timeout` bounds the wait for output alone; unset, the write has `timeout` and the wait what is left of it */
+            write_timeout?: number;
             /** @default 0 */
             offset?: number;
             /** @description seconds this request waits; capped at 600 */
@@ -750,6 +990,130 @@ export interface components {
             timeout_ms?: number;
             /** @description rows of scrollback in the answer */
             scrollback?: number;
+        };
+        /** @description 409 `input_backpressure`: the job did not read its stdin pipe within the request's `timeout`. `taken` bytes of the input (its first ones) were written; the rest were not, and `eof` was not applied. */
+        InputBackpressureError: {
+            error: {
+                /** @constant */
+                code: "input_backpressure";
+                message: string;
+                taken: number;
+            };
+        };
+        PrepareCredential: {
+            provider: string;
+            name: string;
+            /** @description kept in the server's memory only; never answered, logged or stored */
+            value: string;
+            /** @description another job variable holding the placeholder */
+            env_name?: string;
+            env_names?: string[];
+            inject: {
+                /** @constant */
+                type: "http-header";
+                config?: {
+                    /** @description the header to set */
+                    name: string;
+                    /** @description Go text/template over `.Value` only (default `{{.Value}}`) */
+                    expr?: string;
+                    /** @description exact hosts or `*.suffix` (every subdomain, not the suffix itself) */
+                    domains: string[];
+                };
+                http_header?: {
+                    /** @description the header to set */
+                    name: string;
+                    /** @description Go text/template over `.Value` only (default `{{.Value}}`) */
+                    expr?: string;
+                    /** @description exact hosts or `*.suffix` (every subdomain, not the suffix itself) */
+                    domains: string[];
+                };
+            };
+        };
+        PrepareRequest: {
+            session_id?: string;
+            /** @description Dify's other name for session_id */
+            sandbox_id?: string;
+            credentials: components["schemas"]["PrepareCredential"][];
+        };
+        Prepared: {
+            registered: number;
+        };
+        Unprepared: {
+            removed: number;
+        };
+        /** @description A file as stat sees it */
+        FileStat: {
+            path: string;
+            /** @enum {string} */
+            type: "file" | "dir" | "symlink" | "fifo" | "socket" | "device";
+            size: number;
+            mode: string;
+            /** Format: date-time */
+            mtime: string;
+            /** @description what a symbolic link holds (with follow=false) */
+            link_target?: string;
+        };
+        FileList: {
+            path: string;
+            entries: {
+                name: string;
+                /** @enum {string} */
+                type: "file" | "dir" | "symlink" | "fifo" | "socket" | "device";
+                size: number;
+                mode: string;
+                /** Format: date-time */
+                mtime: string;
+            }[];
+            truncated: boolean;
+        };
+        FileWritten: {
+            path: string;
+            size: number;
+            sha256: string;
+        };
+        FileEditRequest: {
+            path: string;
+            old_text: string;
+            new_text: string;
+            /** @default false */
+            replace_all?: boolean;
+        };
+        FileEdited: {
+            path: string;
+            replacements: number;
+            sha256: string;
+        };
+        /** @description `edit_no_match`, `edit_ambiguous` (with `count`, how many times old_text was found), or any conflict of the file routes */
+        FileEditConflict: {
+            error: {
+                code: string;
+                message: string;
+                count?: number;
+            };
+        };
+        FileMkdirRequest: {
+            path: string;
+            /** @default true */
+            parents?: boolean;
+            /** @default 0755 */
+            mode?: string;
+        };
+        FileMade: {
+            path: string;
+            created: boolean;
+        };
+        FileMoveRequest: {
+            from: string;
+            to: string;
+            /** @default false */
+            overwrite?: boolean;
+        };
+        FileMoved: {
+            from: string;
+            to: string;
+        };
+        FileRemoved: {
+            removed: number;
         };
     };
     responses: {
@@ -814,7 +1178,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `job_running`, `job_not_running`, `input_unsupported`, `channel_unsupported` (the stream's stderr channel of a pty job), `snapshot_busy` */
+        /** @description `job_running`, `job_not_running`, `input_unsupported`, `channel_unsupported` (the stream's stderr channel of a pty job), `snapshot_busy`, `egressproxy_disabled` (PUT/DELETE /v1/prepare without --egress-proxy) */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -834,7 +1198,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `validation_error` (a value out of its rule, NaN or infinity, a bad Idempotency-Key) */
+        /** @description `validation_error` (a value out of its rule, NaN or infinity, a bad Idempotency-Key); `ambiguous_binding` (two credentials of one prepare would set one header on overlapping domains) */
         Unprocessable: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -874,12 +1238,74 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description `invalid_path` (empty, a NUL byte, a file root where a path beneath one is needed), `invalid_request` (a parameter or body field of the wrong shape) */
+        FilesBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `path_not_allowed`: the path lies under no file root (Home, --workspace-root, --file-root), leads out of its root through a symbolic link or `..`, or is the server's state dir, inside it or contains it (by device and inode); nothing was read or written. `permission_denied`: the server may not touch it. Also `forbidden_from_job`, `forbidden_host`, `forbidden_origin` as on every route. */
+        FilesForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `not_found`: the path, or a directory on its way, does not exist */
+        FilesNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `not_a_regular_file` (a directory, FIFO, socket or device where a file's contents are read or written: answered at once, never opened for reading), `not_a_directory`, `already_exists`, `dir_not_empty`, `cross_device`, `changed` (replaced by a job while it was opened: try again), `too_many_links`, `too_deep`, `too_many_entries` */
+        FilesConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `precondition_failed`: `If-Match` names another version (ETag) than the file's, or `If-None-Match: *` and the file exists */
+        FilesPreconditionFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `too_large`: the body is over --max-file-bytes (PUT), or the file over 16 MiB (edit); nothing was written */
+        FilesTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         /** @description 16 lowercase hex characters. Another id that could be one (1..128 letters, digits, - and _) is 404 job_not_found; anything else (../../etc/passwd) is 400 invalid_job_id */
         JobID: string;
         /** @description 1..255 visible ASCII characters; a retry with the same key and body answers the same job instead of starting another; kept as long as the job's row */
         IdempotencyKey: string;
+        /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+        FilePath: string;
     };
     requestBodies: never;
     headers: {
@@ -1143,7 +1569,16 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
-            409: components["responses"]["Conflict"];
+            /** @description `job_not_running`, `input_unsupported` (a stdio job without a stdin pipe), `stdin_closed` (eof was sent, or the job closed its stdin), or `input_backpressure` (with `taken`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] | components["schemas"]["InputBackpressureError"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             /** @description `validation_error`, or `idempotency_key_reused`: the key came with another text for this job */
             422: {
@@ -1808,6 +2243,538 @@ export interface operations {
                 };
                 content: {
                     "*/*": unknown;
+                };
+            };
+        };
+    };
+    prepareEgress: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PrepareRequest"];
+            };
+        };
+        responses: {
+            /** @description `{"registered": n}` */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Prepared"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    unprepareEgress: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `{"removed": n}` */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unprepared"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileStat: {
+        parameters: {
+            query: {
+                /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+                path: components["parameters"]["FilePath"];
+                /** @description follow a symbolic link at the last component (while it stays beneath the root) */
+                follow?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description type, size, mode, mtime (RFC 3339, ms); link_target for a link with follow=false */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileStat"];
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FilesConflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileList: {
+        parameters: {
+            query: {
+                /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+                path: components["parameters"]["FilePath"];
+                /** @description entries answered, at most 10000 */
+                limit?: number;
+                /** @description include names starting with a dot */
+                hidden?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description entries (links not followed); truncated when more were left out */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileList"];
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FilesConflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileGet: {
+        parameters: {
+            query: {
+                /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+                path: components["parameters"]["FilePath"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes (all of them, or the one range asked) */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description the version: inode, size and mtime */
+                    ETag?: string;
+                    "Accept-Ranges"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description The one range asked (Range: bytes=START-END) */
+            206: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description the version: inode, size and mtime */
+                    ETag?: string;
+                    "Accept-Ranges"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description If-None-Match names the file's ETag */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FilesConflict"];
+            /** @description If-Match names another version (the ETag) */
+            412: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The range lies outside the file (text), or several ranges were asked (`range_not_satisfiable`) */
+            416: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+        };
+    };
+    filePut: {
+        parameters: {
+            query: {
+                /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+                path: components["parameters"]["FilePath"];
+                /** @description octal mode of the file (default: that of the file replaced, else 0644) */
+                mode?: string;
+                /** @description make missing directories above it */
+                mkdirs?: boolean;
+            };
+            header?: {
+                /** @description replace only this version (the ETag of a GET) */
+                "If-Match"?: string;
+                /** @description only if the file does not exist */
+                "If-None-Match"?: "*";
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description replaced */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileWritten"];
+                };
+            };
+            /** @description made */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileWritten"];
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["FilesConflict"];
+            412: components["responses"]["FilesPreconditionFailed"];
+            413: components["responses"]["FilesTooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileEdit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FileEditRequest"];
+            };
+        };
+        responses: {
+            /** @description the file was rewritten as PUT writes */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileEdited"];
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            /** @description `edit_no_match`, `edit_ambiguous` (with count), or a conflict of the file routes */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileEditConflict"];
+                };
+            };
+            412: components["responses"]["FilesPreconditionFailed"];
+            413: components["responses"]["FilesTooLarge"];
+            /** @description `not_text`: the file is not UTF-8 text (or holds NUL bytes) */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileMkdir: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FileMkdirRequest"];
+            };
+        };
+        responses: {
+            /** @description it existed (parents=true) */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileMade"];
+                };
+            };
+            /** @description made */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileMade"];
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["FilesConflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileMove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FileMoveRequest"];
+            };
+        };
+        responses: {
+            /** @description moved */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileMoved"];
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["FilesConflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileDelete: {
+        parameters: {
+            query: {
+                /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+                path: components["parameters"]["FilePath"];
+                /** @description remove a directory and everything in it (links removed, never followed) */
+                recursive?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description how many entries were removed */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileRemoved"];
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FilesConflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileArchive: {
+        parameters: {
+            query: {
+                /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+                path: components["parameters"]["FilePath"];
+                /** @description tar, or tar compressed with zstd */
+                format?: "tar" | "tar.zst";
+                /** @description regular files archived at most; then the archive stops (truncated) */
+                max_files?: number;
+                /** @description a larger file is left out with a warning */
+                max_file_bytes?: number;
+                /** @description file bytes in all; then the archive stops (truncated) */
+                max_bytes?: number;
+                /** @description the traversal budget: directory entries looked at, whatever they are */
+                max_entries_visited?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archive, chunked: paths relative to `path`, directories opened beneath their parent without following links, symbolic links stored as links, FIFOs, sockets and devices skipped, a file that changed while it was read left out. Success is the trailers `X-Archive-Status` (`ok`, or `truncated` when a bound stopped it), `X-Archive-Files`, `X-Archive-Bytes` (of the stream), `X-Archive-Sha256` (of the stream) and `X-Archive-Warnings` (a JSON array of at most 100 `{kind, path, count}` and one `{kind: KIND_more, count}` per kind with more); a cut stream is a failure. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description names the trailers */
+                    Trailer?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": string;
+                    "application/zstd": string;
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FilesConflict"];
+            /** @description `too_many_archives`: 8 archives are streaming */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+        };
+    };
+    fileWatch: {
+        parameters: {
+            query: {
+                /** @description absolute, or relative to the server's Home; must lie beneath a file root */
+                path: components["parameters"]["FilePath"];
+                /** @description watch every directory beneath it too (at most 4096 directories per watch) */
+                recursive?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `event: ready` once the watches are in place (`{"path","dirs"}`), then `event: change` with `{"op":"create|write|remove|rename","path","type":"file|dir"}` for each change, and `event: overflow` when the kernel's queue overflowed and events were lost (list the directory again). Ends when the client goes or the server stops. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["FilesBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FilesForbidden"];
+            404: components["responses"]["FilesNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FilesConflict"];
+            /** @description `too_many_watchers`: 64 watches are open */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            /** @description `busy`: the system's inotify limits are reached */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
