@@ -84,7 +84,7 @@ func (f *fakeJobs) Record(_ context.Context, id string) (json.RawMessage, error)
 	// Keys in the API's order, not sorted.
 	// A whole record of a running job, as the API gives one.
 	return json.RawMessage(fmt.Sprintf(`{"job_id":%q,"status":"running","done":false,"exit_code":null,"signal":null,"reason":null,"message":null,`+
-		`"mode":"pty","stdin":"pty","cwd":"/home/agent","home":"/home/agent","terminal":{"cols":200,"rows":50},"session_id":null,"env_names":[],`+
+		`"mode":"pty","stdin":"pty","cwd":"/home/agent","home":"/home/agent","terminal":{"cols":200,"rows":50},"session_id":null,"egress":null,"env_names":[],`+
 		`"created_at":"2026-12-04T05:36:38.928Z","started_at":"2026-12-04T05:36:38.934Z","ended_at":null,"output_bytes":%d,"stderr_bytes":0,`+
 		`"output_complete":false,"input_wait":false,"screen_available":true,"pid":1184,"pgid":1184,`+
 		`"isolation":{"enabled":true,"landlock_abi":7,"rules":[{"path":"/usr","access":["execute","read_file","read_dir"]}],"scoped":["signal","abstract_unix"],"error":null,`+

@@ -127,10 +127,10 @@ func TestRecordTypeMatchesTheDocument(t *testing.T) {
 	n := func(v int) *int { return &v }
 	n64 := func(v int64) *int64 { return &v }
 	b := true
-	running := jobs.Record{JobID: "0123456789abcdef", Status: "running", Mode: "pty", Cwd: "/w", Home: "/w", EnvNames: []string{},
+	running := jobs.Record{JobID: "0123456789abcdef", Status: "running", Mode: "pty", Stdin: "pty", Cwd: "/w", Home: "/w", EnvNames: []string{},
 		CreatedAt: "2026-12-01T06:29:01.123Z", OutputComplete: true}
 	ended := jobs.Record{JobID: "0123456789abcdef", Status: "terminated", Done: true, ExitCode: n(130), Signal: s("SIGINT"),
-		Reason: s("terminate_requested"), Message: s("m"), Mode: "pty", Cwd: "/w", Home: "/w", Terminal: &jobs.Terminal{Cols: 80, Rows: 24},
+		Reason: s("terminate_requested"), Message: s("m"), Mode: "pty", Stdin: "pty", Cwd: "/w", Home: "/w", Terminal: &jobs.Terminal{Cols: 80, Rows: 24},
 		SessionID: s("s1"), EnvNames: []string{"A"}, CreatedAt: "2026-12-01T06:29:01.123Z", StartedAt: s("2026-12-01T06:29:01.124Z"),
 		EndedAt: s("2026-12-01T06:29:02.000Z"), OutputBytes: 5, InputWait: &b, PID: n(7), Pgid: n(7),
 		Isolation: &jobs.RecordIsol{Enabled: true, LandlockABI: 6, Rules: []isolation.AppliedRule{{Path: "/usr", Access: []string{"read_file"}}}, Scoped: []string{"signal"}},
