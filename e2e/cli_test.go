@@ -1154,3 +1154,50 @@ func TestCLIVersion(t *testing.T) {
 		t.Errorf("version --server with nothing there: %v, want 125 and a message that says so", r)
 	}
 }
+
+// TestCLIRunEndsItsJobWithTheClient: a job run in the foreground ends when
+// its client is ended (SIGTERM, or SIGHUP when its terminal closes), as the
+// client's own children would; run -d leaves it running.
+func TestCLIRunEndsItsJobWithTheClient(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		mode string
+	}{{syscall.SIGTERM, "pty"}, {syscall.SIGHUP, "stdio"}} {
+		cmd := exec.CommandContext(ctx(t), filepath.Join(binDir, "shellctl"), "run", "--mode", tc.mode, "echo started; sleep 300")
+		cmd.Dir = dir
+		cmd.Env = cliEnv(t, s)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		for deadline := time.Now().Add(20 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			jobs, err := s.c.List(ctx(t), "running", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if rec := s.getRecord(t, j.JobID); rec != nil && rec.OutputBytes > 0 {
+					id = j.JobID
+				}
+			}
+		}
+		if id == "" {
+			cmd.Process.Kill()
+			t.Fatalf("%v: the foreground job did not start: %s", tc.sig, out.String())
+		}
+		cmd.Process.Signal(tc.sig)
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || (ee.ExitCode() != 143 && ee.ExitCode() != 130) {
+			t.Errorf("%v to run (%s): %v, want 130 or 143 (the job's, ended by terminate)\n%s", tc.sig, tc.mode, err, out.String())
+		}
+		st, err := s.c.Status(ctx(t), id)
+		if err != nil || st.Status != "terminated" {
+			t.Errorf("%v to run (%s): the job is %+v %v, want terminated", tc.sig, tc.mode, st, err)
+		}
+	}
+}

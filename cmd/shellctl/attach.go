@@ -63,7 +63,7 @@ and Ctrl-C sends it SIGINT, as run does.`,
 				out, errOff = since.v, 0
 			}
 			if rec.Mode == "stdio" {
-				sigs := notifyRun()
+				sigs := notifyRun(false)
 				defer signal.Stop(sigs)
 				return followRunFrom(ctx, c, cf, sigs, id, true, false, out, errOff)
 			}
@@ -73,7 +73,7 @@ and Ctrl-C sends it SIGINT, as run does.`,
 			if since.set {
 				logFrom = since.v
 			}
-			return attachPTY(ctx, c, id, logFrom, -1, keys)
+			return attachPTY(ctx, c, id, logFrom, -1, keys, false)
 		},
 	}
 	c.Flags().StringVar(&detachKeys, "detach-keys", defaultDetachKeys, "key sequence that detaches: ctrl-<letter> or single characters, comma-separated")
@@ -156,7 +156,7 @@ var errDetached = errors.New("detached")
 // rawFrom ≥ 0 asks for the raw bytes from there (run -it: from the job's
 // first byte, which the server still holds for a job that has written a
 // few KiB at most); the server sends a redraw when it no longer holds them.
-func attachPTY(ctx context.Context, c *client.Client, id string, offset, rawFrom int64, keys []byte) (retErr error) {
+func attachPTY(ctx context.Context, c *client.Client, id string, offset, rawFrom int64, keys []byte, owned bool) (retErr error) {
 	inFd := int(os.Stdin.Fd())
 	isTerm := term.IsTerminal(inFd)
 	if isTerm {
@@ -269,6 +269,13 @@ func attachPTY(ctx context.Context, c *client.Client, id string, offset, rawFrom
 					_ = conn.Resize(ctx, w, h)
 				}
 				continue
+			}
+			if owned && s != syscall.SIGINT {
+				// run -it's own job ends with the client (run -d is how
+				// to leave one running); an attach leaves it running.
+				fmt.Fprintf(os.Stderr, "\r\nshellctl: %v: terminating job %s (run -d leaves a job running)\r\n", s, id)
+				terminateOwned(ctx, c, id)
+				return &jobExit{code: 128 + int(s.(syscall.Signal))}
 			}
 			fmt.Fprintf(os.Stderr, "\r\nshellctl: %v: detached from job %s; it keeps running\r\n", s, id)
 			return &jobExit{code: 128 + int(s.(syscall.Signal))}

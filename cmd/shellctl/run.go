@@ -134,7 +134,7 @@ not start).`,
 			if !detach && (!interactive || pipeIn) {
 				// Caught from before the job starts: a Ctrl-C that comes
 				// while the run request is on its way is sent to the job.
-				sigs = notifyRun()
+				sigs = notifyRun(true)
 				defer signal.Stop(sigs)
 			}
 			res, err := c.Run(ctx, req)
@@ -162,7 +162,7 @@ not start).`,
 					}
 				}()
 			} else if interactive {
-				return attachPTY(ctx, c, res.JobID, -1, 0, keys)
+				return attachPTY(ctx, c, res.JobID, -1, 0, keys, true)
 			}
 			err = followRun(ctx, c, cf, sigs, res.JobID, req.Mode == "stdio", req.Terminal != nil)
 			if !pipeIn && !fromStdin {
@@ -240,11 +240,27 @@ func followRun(ctx context.Context, c *client.Client, cf *clientFlags, sigs chan
 	return followRunFrom(ctx, c, cf, sigs, id, stdio, sizeTerm, 0, 0)
 }
 
-// notifyRun catches what followRun handles: Ctrl-C and window changes.
-func notifyRun() chan os.Signal {
+// notifyRun catches what followRun handles: Ctrl-C, window changes, and,
+// for a job the client runs in the foreground (owned), the ends of the
+// client itself (SIGTERM, SIGHUP: its terminal closed), which end the job.
+func notifyRun(owned bool) chan os.Signal {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGWINCH)
+	if owned {
+		signal.Notify(sigs, os.Interrupt, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGHUP)
+	} else {
+		signal.Notify(sigs, os.Interrupt, syscall.SIGWINCH)
+	}
 	return sigs
+}
+
+// terminateOwned ends a job the client ran in the foreground, as the
+// client is ended: it returns once nothing of the job is left.
+func terminateOwned(ctx context.Context, c *client.Client, id string) {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if _, err := c.Terminate(tctx, id, -1); err != nil && apiCode(err) != "job_not_running" {
+		fmt.Fprintln(os.Stderr, "shellctl: terminate:", explain(err))
+	}
 }
 
 // followRunFrom is followRun from the given offsets of output and stderr.
@@ -286,6 +302,15 @@ func followRunFrom(ctx context.Context, c *client.Client, cf *clientFlags, sigs 
 				if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 0 && h > 0 {
 					go c.Resize(ctx, id, min(w, 4096), min(h, 4096))
 				}
+				continue
+			}
+			if s == syscall.SIGTERM || s == syscall.SIGHUP {
+				// The client is being ended: a job it runs in the
+				// foreground ends with it (run -d is how to leave one
+				// running). Terminate answers once nothing of the job is
+				// left; then the follow reports its end.
+				fmt.Fprintf(os.Stderr, "\nshellctl: %v: terminating job %s (run -d leaves a job running)\n", s, id)
+				terminateOwned(ctx, c, id)
 				continue
 			}
 			if !lastInt.IsZero() && time.Since(lastInt) < interruptWindow {
