@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shellctl/shellctl/internal/client"
 )
@@ -118,7 +119,9 @@ func TestAttachPipeHeldBackNeverDropped(t *testing.T) {
 
 // TestAttachPipeRefusals: a stdio job without a stdin pipe is refused (409
 // input_unsupported, saying to run it with "stdin":"pipe"); raw_offset
-// (a pty job's raw terminal) is refused for a piped stdio job.
+// (a pty job's raw terminal) is refused for a piped stdio job; on the
+// socket, a second eof answers an error message stdin_closed and a resize
+// one input_unsupported, and the socket stays open.
 func TestAttachPipeRefusals(t *testing.T) {
 	s := startServer(t, serverOpts{})
 	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 30", Mode: "stdio", Timeout: 0.1})
@@ -130,10 +133,48 @@ func TestAttachPipeRefusals(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Status != 409 || ae.Code != "input_unsupported" || !strings.Contains(ae.Message, `"stdin":"pipe"`) {
 		t.Errorf("attach to a stdio job without a pipe: %v, want 409 input_unsupported naming \"stdin\":\"pipe\"", err)
 	}
-	id := runPiped(t, s, "echo ready; exec cat", "ready")
+	id := runPiped(t, s, "echo ready; cat; echo drained; exec sleep 60", "ready")
 	zero := int64(0)
 	_, err = s.c.Attach(ctx(t), id, client.AttachOptions{RawOffset: &zero})
 	if !errors.As(err, &ae) || ae.Status != 422 || !strings.Contains(ae.Message, "raw_offset") {
 		t.Errorf("attach to a piped stdio job with raw_offset: %v, want 422 naming raw_offset", err)
+	}
+
+	a := attachTo(t, s, id, client.AttachOptions{})
+	if err := a.conn.EOF(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	a.waitFor("drained\n", 0)
+	if err := a.conn.EOF(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.conn.Resize(ctx(t), 100, 30); err != nil {
+		t.Fatal(err)
+	}
+	a.input("after\n")
+	var codes []string
+	deadline := time.After(30 * time.Second)
+	for len(codes) < 3 {
+		a.mu.Lock()
+		codes = codes[:0]
+		for _, c := range a.ctl {
+			codes = append(codes, c.Type+":"+c.Code)
+		}
+		grew, err := a.grew, a.err
+		a.mu.Unlock()
+		if len(codes) >= 3 {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the socket ended (%v) after %v", err, codes)
+		}
+		select {
+		case <-grew:
+		case <-deadline:
+			t.Fatalf("only %v after 30s", codes)
+		}
+	}
+	if want := []string{"error:stdin_closed", "error:input_unsupported", "error:stdin_closed"}; strings.Join(codes, " ") != strings.Join(want, " ") {
+		t.Errorf("control messages after a second eof, a resize and input: %v, want %v", codes, want)
 	}
 }
