@@ -189,7 +189,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if fw.Mode() != "pty" && rawOff >= 0 {
-		validation(w, "raw_offset is for pty jobs (their terminal's raw bytes): job "+id+" is a stdio job, whose output is its stdout; give offset")
+		validation(w, "raw_offset is for pty jobs (their terminal's raw bytes): job %s is a stdio job, whose output is its stdout; give offset", id)
 		return
 	}
 	// A pty job's terminal comes raw unless output.log was asked for; a
