@@ -126,27 +126,22 @@ func (l *lspConn) read() lspMsg {
 	}
 }
 
-// TestAttachLanguageServer: gopls (built from the Go module proxy) in a
-// job, driven over one attach WebSocket: initialize → initialized →
-// textDocument/didOpen → textDocument/hover (the doc comment of the
-// function under the cursor comes back) → textDocument/definition (its
-// line) → shutdown → exit; the job ends 0. The job's terminal is made raw
-// (`stty raw -echo`), so the attach carries the protocol's bytes exactly
-// both ways.
-func TestAttachLanguageServer(t *testing.T) {
+// lspSetup writes a small module and a copy of gopls into the server's
+// Home (the job may run only what its walls let it read), and answers the
+// module's directory, its main.go and the job's environment.
+func lspSetup(t *testing.T, s *server) (mod, src string, env map[string]string) {
+	t.Helper()
 	gopls := buildGopls(t)
-	s := startServer(t, serverOpts{})
-	mod := filepath.Join(s.Home, "lspmod")
+	mod = filepath.Join(s.Home, "lspmod")
 	if err := os.MkdirAll(mod, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	src := "package main\n\n// Greeting says hello to who, politely.\nfunc Greeting(who string) string { return \"hello \" + who }\n\nfunc main() { println(Greeting(\"ada\")) }\n"
+	src = "package main\n\n// Greeting says hello to who, politely.\nfunc Greeting(who string) string { return \"hello \" + who }\n\nfunc main() { println(Greeting(\"ada\")) }\n"
 	for name, body := range map[string]string{"go.mod": "module example.com/lspmod\n\ngo 1.22\n", "main.go": src} {
 		if err := os.WriteFile(filepath.Join(mod, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The job may run only what its walls let it read: a copy in its Home.
 	b, err := os.ReadFile(gopls)
 	if err != nil {
 		t.Fatal(err)
@@ -155,30 +150,17 @@ func TestAttachLanguageServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	goBin, _ := exec.LookPath("go")
-	env := map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "stty raw -echo; echo ready; exec ./gopls", Mode: "pty", Cwd: s.Home, Env: env, Timeout: 10})
-	if err != nil || !strings.Contains(res.Output, "ready") {
-		t.Fatalf("run gopls: %+v %v", res, err)
-	}
-	a, err := s.c.Attach(ctx(t), res.JobID, client.AttachOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.CloseNow()
+	env = map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+	return mod, src, env
+}
+
+// driveLSP does initialize → initialized → textDocument/didOpen →
+// textDocument/hover (the doc comment of the function under the cursor
+// comes back) → textDocument/definition (its line) → shutdown → exit over
+// a, and checks the job ends 0.
+func driveLSP(t *testing.T, a *client.AttachConn, mod, src string) {
+	t.Helper()
 	l := &lspConn{t: t, a: a}
-	// The redraw of the (empty) screen comes first: not the server's.
-	for skipped := false; !skipped; {
-		m, err := a.Next(ctx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Control != nil && m.Control.Type == "redraw" {
-			if _, err := a.Next(ctx(t)); err != nil {
-				t.Fatal(err)
-			}
-			skipped = true
-		}
-	}
 	uri := "file://" + filepath.Join(mod, "main.go")
 	init := l.call("initialize", map[string]any{
 		"processId": nil, "rootUri": "file://" + mod,
@@ -216,4 +198,56 @@ func TestAttachLanguageServer(t *testing.T) {
 			return
 		}
 	}
+}
+
+// TestAttachLanguageServer: gopls (built from the Go module proxy) in a
+// pty job, driven over one attach WebSocket (driveLSP). The job's
+// terminal is made raw (`stty raw -echo`), so the attach carries the
+// protocol's bytes exactly both ways.
+func TestAttachLanguageServer(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	mod, src, env := lspSetup(t, s)
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "stty raw -echo; echo ready; exec ./gopls", Mode: "pty", Cwd: s.Home, Env: env, Timeout: 10})
+	if err != nil || !strings.Contains(res.Output, "ready") {
+		t.Fatalf("run gopls: %+v %v", res, err)
+	}
+	a, err := s.c.Attach(ctx(t), res.JobID, client.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.CloseNow()
+	// The redraw of the (empty) screen comes first: not the server's.
+	for skipped := false; !skipped; {
+		m, err := a.Next(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Control != nil && m.Control.Type == "redraw" {
+			if _, err := a.Next(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			skipped = true
+		}
+	}
+	driveLSP(t, a, mod, src)
+}
+
+// TestAttachLanguageServerPipe: the same gopls as a stdio job run with
+// "stdin":"pipe", driven over one attach WebSocket (driveLSP): input goes
+// to its stdin pipe, its stdout (output.log, from offset 0) comes back,
+// no terminal in between; its stderr (gopls's log) stays in stderr.log.
+func TestAttachLanguageServerPipe(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	mod, src, env := lspSetup(t, s)
+	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "exec ./gopls", Mode: "stdio", Stdin: "pipe", Cwd: s.Home, Env: env, Timeout: 0.1})
+	if err != nil || res.Status != "running" {
+		t.Fatalf("run gopls: %+v %v", res, err)
+	}
+	zero := int64(0)
+	a, err := s.c.Attach(ctx(t), res.JobID, client.AttachOptions{Offset: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.CloseNow()
+	driveLSP(t, a, mod, src)
 }

@@ -10,9 +10,11 @@ package api
 // Messages (subprotocol "shellctl.attach.v1"):
 //
 //	client → server  binary: input bytes, as POST /input writes them
+//	                 (a pty job's terminal, or a stdio job's stdin pipe)
 //	                 text:   {"type":"resize","cols":N,"rows":N}
 //	                         {"type":"eof"}
-//	server → client  binary: output bytes
+//	server → client  binary: output bytes (a pty job's raw terminal, or
+//	                 output.log from offset: a stdio job's stdout)
 //	                 text:   {"type":"exit","status","exit_code","signal","offset"}
 //	                         then a normal close (1000)
 //	                         {"type":"error","code","message"} for a
@@ -170,8 +172,6 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		rawOff = n
 	}
-	// A pty job's terminal comes raw unless output.log was asked for.
-	rawMode := off < 0
 	ctx := r.Context()
 	fw, err := s.Jobs.Follow(ctx, id, jobs.ChannelOutput)
 	if err != nil {
@@ -184,10 +184,17 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeErr(w, err)
 		return
 	}
-	if fw.Mode() != "pty" {
-		httperr.Write(w, http.StatusConflict, "input_unsupported", "job "+id+" runs in stdio mode without a stdin pipe: attach is for pty jobs (and stdio jobs run with \"stdin\":\"pipe\")")
+	if fw.Mode() != "pty" && !fw.Piped() {
+		httperr.Write(w, http.StatusConflict, "input_unsupported", "job "+id+" runs in stdio mode without a stdin pipe: attach is for pty jobs and stdio jobs run with \"stdin\":\"pipe\"; run it again with \"stdin\":\"pipe\" to attach")
 		return
 	}
+	if fw.Mode() != "pty" && rawOff >= 0 {
+		validation(w, "raw_offset is for pty jobs (their terminal's raw bytes): job %s is a stdio job, whose output is its stdout; give offset", id)
+		return
+	}
+	// A pty job's terminal comes raw unless output.log was asked for; a
+	// stdio job's output is its stdout, output.log, from offset.
+	rawMode := off < 0 && fw.Mode() == "pty"
 	if off < 0 {
 		off = st.Size // unused in raw mode
 	} else if off > st.Size && (st.Done || off > fw.DiskSize()) {

@@ -4,7 +4,8 @@ package jobs
 // WebSocket needs of a job beside the Follower that reads its output. Input
 // goes the way /input's does (sendInput): one method for every writer of a
 // job's input, so what reaches the job, and in which order, does not depend
-// on the route it came by.
+// on the route it came by. A pty job's input goes to its terminal; a stdio
+// job run with "stdin":"pipe" has its input go to the pipe (pipes.go).
 
 import (
 	"context"
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/shellctl/shellctl/internal/runner"
 	"github.com/shellctl/shellctl/internal/runner/proto"
@@ -34,7 +36,37 @@ func (s *Service) AttachInput(ctx context.Context, id string, data []byte) error
 	if len(data) == 0 {
 		return nil
 	}
+	if j.mode != "pty" {
+		return s.sendPipeHeld(ctx, j, data, false)
+	}
 	return s.sendBlocking(ctx, j, data)
+}
+
+// attachPipeWait is how long one try at a stdin pipe waits for a job that
+// does not read before it is tried again with the bytes not yet taken. It
+// bounds how long the runner's writer still holds an input after its
+// client left (the input after it waits in the runner's queue meanwhile),
+// not how long a client is held back, which has no bound but the client.
+const attachPipeWait = 5 * time.Second
+
+// sendPipeHeld is sendInput for attach to a stdin pipe: a job that does
+// not read holds the client back (its reader waits here, so it stops
+// reading the socket) until it reads, or the client or the job goes; the
+// bytes are never refused or dropped: after backpressure the ones not
+// taken are sent again. Each try waits in the runner (the pipe's write
+// deadline), never in the server.
+func (s *Service) sendPipeHeld(ctx context.Context, j *job, data []byte, eof bool) error {
+	for {
+		taken, err := s.sendInput(ctx, j, data, eof, attachPipeWait)
+		var bp *BackpressureError
+		if !errors.As(err, &bp) {
+			return err
+		}
+		data = data[taken:]
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 }
 
 // sendBlocking is sendInput for attach: the runner holds its answer until
@@ -63,25 +95,30 @@ func (s *Service) sendBlocking(ctx context.Context, j *job, text []byte) error {
 	return nil
 }
 
-// AttachEOF ends the job's input: for a pty job, the terminal's end of
-// file character (Ctrl-D), which a program reading a line at its start
-// takes as end of file.
+// AttachEOF ends the job's input: for a stdio job, its stdin pipe is
+// closed (the job reads end of file; ErrStdinClosed if it already was);
+// for a pty job, the terminal's end of file character (Ctrl-D), which a
+// program reading a line at its start takes as end of file.
 func (s *Service) AttachEOF(ctx context.Context, id string) error {
 	j, err := s.attachable(ctx, id)
 	if err != nil {
 		return err
 	}
+	if j.mode != "pty" {
+		return s.sendPipeHeld(ctx, j, nil, true)
+	}
 	return s.sendBlocking(ctx, j, []byte{veof})
 }
 
-// attachable is the live job id, when it takes input.
+// attachable is the live job id, when it takes input: a pty job, or a
+// stdio job with a stdin pipe.
 func (s *Service) attachable(ctx context.Context, id string) (*job, error) {
 	j, err := s.liveJob(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if j.mode != "pty" {
-		return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode without a stdin pipe: it takes no input (run it with mode \"pty\")", id)
+	if j.mode != "pty" && j.stdin != StdinPipe {
+		return nil, errorf(ErrInputUnsupported, "job %s runs in stdio mode without a stdin pipe: it takes no input (run it with \"stdin\":\"pipe\", or mode \"pty\")", id)
 	}
 	return j, nil
 }

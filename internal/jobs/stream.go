@@ -35,9 +35,11 @@ type Follower struct {
 	s    *Service
 	id   string
 	mode string
-	name string // runner.OutputFile or runner.StderrFile
-	j    *job   // nil when the job's end was recorded before Follow
-	f    *os.File
+	// stdin: StdinPipe for a stdio job run with a stdin pipe, "" otherwise.
+	stdin string
+	name  string // runner.OutputFile or runner.StderrFile
+	j     *job   // nil when the job's end was recorded before Follow
+	f     *os.File
 }
 
 // FollowState is one consistent look at the followed job.
@@ -81,7 +83,7 @@ func (s *Service) Follow(ctx context.Context, id, channel string) (*Follower, er
 	}
 	fw := &Follower{s: s, id: id, name: name}
 	if j := s.lookup(id); j != nil {
-		fw.j, fw.mode = j, j.mode
+		fw.j, fw.mode, fw.stdin = j, j.mode, j.stdin
 	} else {
 		row, err := s.st.Get(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -91,6 +93,9 @@ func (s *Service) Follow(ctx context.Context, id, channel string) (*Follower, er
 			return nil, err
 		}
 		fw.mode = row.Mode
+		if row.Stdin == StdinPipe {
+			fw.stdin = StdinPipe
+		}
 		// The row's end is written before the job leaves the live set:
 		// a job not live now has its end recorded.
 	}
@@ -102,6 +107,10 @@ func (s *Service) Follow(ctx context.Context, id, channel string) (*Follower, er
 
 // Mode is the job's mode ("pty" or "stdio").
 func (fw *Follower) Mode() string { return fw.mode }
+
+// Piped is whether the job is a stdio job run with a stdin pipe (as run:
+// also once the pipe was closed), the stdio jobs attach serves.
+func (fw *Follower) Piped() bool { return fw.mode == "stdio" && fw.stdin == StdinPipe }
 
 // State looks at the job now.
 func (fw *Follower) State(ctx context.Context) (FollowState, error) {
