@@ -142,15 +142,11 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 		return errf(http.StatusTooManyRequests, "too_many_archives", "%d archives are streaming, the most at once: try again when one has ended", maxArchives)
 	}
 	defer s.archives.Release(1)
-	p, err := s.resolve(p0, resolveOpts{followLast: true})
+	p, d, _, err := s.openFollowed(p0, true)
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	d, _, err := s.openRead(p, true)
-	if err != nil {
-		return err
-	}
 	defer d.Close()
 
 	h := w.Header()

@@ -153,15 +153,11 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request) error {
 	if strings.Contains(r.Header.Get("Range"), ",") {
 		return errf(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "Range %q asks for several ranges: ask for one (bytes=START-END)", r.Header.Get("Range"))
 	}
-	p, err := s.resolve(path, resolveOpts{followLast: true})
+	p, f, st, err := s.openFollowed(path, false)
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	f, st, err := s.openRead(p, false)
-	if err != nil {
-		return err
-	}
 	defer f.Close()
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")

@@ -333,6 +333,22 @@ func (s *Service) openRead(p *place, wantDir bool) (*os.File, unix.Stat_t, error
 	return os.NewFile(uintptr(fd), p.asked), st2, nil
 }
 
+// openFollowed resolves path, following a link at its end while it stays
+// beneath the root, and opens what it names as openRead does: the read
+// routes' way in. The caller closes both.
+func (s *Service) openFollowed(path string, wantDir bool) (*place, *os.File, unix.Stat_t, error) {
+	p, err := s.resolve(path, resolveOpts{followLast: true})
+	if err != nil {
+		return nil, nil, unix.Stat_t{}, err
+	}
+	f, st, err := s.openRead(p, wantDir)
+	if err != nil {
+		p.close()
+		return nil, nil, st, err
+	}
+	return p, f, st, nil
+}
+
 // checkKind answers a wrong kind of file at once (a FIFO, socket or
 // device is never opened for its contents) and refuses the state dir.
 func (s *Service) checkKind(p *place, st *unix.Stat_t, wantDir bool) error {
