@@ -1201,3 +1201,20 @@ func TestCLIRunEndsItsJobWithTheClient(t *testing.T) {
 		}
 	}
 }
+
+// run -d of a job whose runner started but whose process never became the
+// script — an interpreter that is not there, a confinement that could not
+// be set up — also exits 125 with the record's reason, not 0.
+func TestCLIRunDetachedFailsAfterTheRunnerStarted(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	home := t.TempDir()
+	r := cli(t, s, home, "", "run", "-d", "#!/nonexistent/interpreter\necho never")
+	if r.code != 125 || !regexp.MustCompile(`^[0-9a-f]{16}\n$`).MatchString(r.stdout) || !strings.Contains(r.stderr, "could not start") || !strings.Contains(r.stderr, "no such file") {
+		t.Errorf("run -d of a script whose interpreter is missing: %v; want its id, 125 and the exec error", r)
+	}
+	f := startServer(t, serverOpts{env: []string{"SHELLCTL_TEST_FORCE_ISOLATION_FAILURE=1"}})
+	r = cli(t, f, home, "", "run", "-d", "echo never")
+	if r.code != 125 || !strings.Contains(r.stderr, "could not start") || !strings.Contains(r.stderr, "Landlock") {
+		t.Errorf("run -d where Landlock cannot be set up: %v; want 125 and the isolation error", r)
+	}
+}
