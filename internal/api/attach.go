@@ -336,15 +336,8 @@ func (s *Server) attachWrite(ctx context.Context, c *websocket.Conn, fw follower
 			}
 			return s.attachSend(ctx, c, attachExit{Type: "exit", Status: end.Status, ExitCode: end.ExitCode, Signal: end.Signal, Offset: max(off, st.Size)})
 		}
-		select {
-		case <-st.Changed:
-		case <-ctx.Done():
-			select {
-			case <-s.stopCh():
-				return errServerStopping
-			default:
-			}
-			return ctx.Err()
+		if err := s.attachWait(ctx, st.Changed); err != nil {
+			return err
 		}
 	}
 }
@@ -444,15 +437,24 @@ func (s *Server) attachRawWrite(ctx context.Context, c *websocket.Conn, fw follo
 		if redrawn {
 			continue
 		}
-		select {
-		case <-st.Changed:
-		case <-ctx.Done():
-			select {
-			case <-s.stopCh():
-				return errServerStopping
-			default:
-			}
-			return ctx.Err()
+		if err := s.attachWait(ctx, st.Changed); err != nil {
+			return err
 		}
+	}
+}
+
+// attachWait waits for the job's next change; a context ended by the
+// server's stop is errServerStopping (closed 1001), any other its error.
+func (s *Server) attachWait(ctx context.Context, changed <-chan struct{}) error {
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-s.stopCh():
+			return errServerStopping
+		default:
+		}
+		return ctx.Err()
 	}
 }
