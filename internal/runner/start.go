@@ -226,7 +226,8 @@ func (r *Runner) openOutput(w *outWriter) error {
 	return nil
 }
 
-// afterStart records what isolation was applied and reports "running".
+// afterStart records what isolation was applied and reports "running"
+// when the process became the job.
 func (r *Runner) afterStart(l isolation.Started) {
 	r.mu.Lock()
 	r.isolation = l.Applied
@@ -239,7 +240,13 @@ func (r *Runner) afterStart(l isolation.Started) {
 	}
 	r.limits = r.appliedLimits()
 	r.mu.Unlock()
-	r.running()
+	// A process that failed to become the job (its confinement or its
+	// exec) never ran it: the server is not told it runs, only its exit,
+	// which says why. A client waiting for the start (run -d) sees the
+	// failure, not a start followed by an exit it may read too early.
+	if l.Err == nil {
+		r.running()
+	}
 	r.watchRuntime()
 }
 

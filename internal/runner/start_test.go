@@ -122,12 +122,15 @@ func startRealRunner(t *testing.T, beside func(dir string), env ...string) *real
 
 // assign hands the runner its job (mode, running script), as the server
 // does.
-func (rr *realRunner) assign(mode, script string) {
+func (rr *realRunner) assign(mode, script string, change ...func(*Spec)) {
 	rr.t.Helper()
 	base := filepath.Dir(rr.dir)
 	spec := &Spec{ID: "job1", StateDir: rr.state, Dir: rr.job, Mode: mode, ControlKey: "key",
 		Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
 		Cwd: filepath.Join(base, "work"), Home: filepath.Join(base, "home"), Cols: 80, Rows: 24}
+	for _, f := range change {
+		f(spec)
+	}
 	jobDir, err := statedir.OpenDir(rr.job)
 	if err != nil {
 		rr.t.Fatal(err)
@@ -257,6 +260,36 @@ func TestStageOfAnotherBuildIsAStartFailure(t *testing.T) {
 				b, err := os.ReadFile(filepath.Join(rr.job, OutputFile))
 				if err != nil || string(b) != "shellctl: "+strings.TrimPrefix(exit.Reason, ReasonStartFailed+": ")+"\n" {
 					t.Errorf("output.log %q (%v): want the reason", b, err)
+				}
+			})
+		}
+	}
+}
+
+// A job whose confinement could not be set up never ran: the server is
+// never told it runs (a client waiting for the start, such as run -d,
+// would take it for a job that started and see no failure), and its exit
+// says why. Both starts, both modes.
+func TestSetupFailureIsNeverReportedRunning(t *testing.T) {
+	for _, start := range []string{"direct", JobStartStage} {
+		for _, mode := range []string{"pty", "stdio"} {
+			t.Run(mode+"/"+start, func(t *testing.T) {
+				rr := startRealRunner(t, nil, JobStartEnv+"="+start)
+				marker := filepath.Join(rr.job, "ran")
+				rr.assign(mode, "echo hi; : > "+marker, func(s *Spec) { s.ForceIsolationFail = "forced by the test" })
+				msgs := rr.end()
+				for _, m := range msgs {
+					if m.T == proto.TRunning || (m.T == proto.TState && m.Status == "running") {
+						t.Errorf("the server was told the job runs (%s, pid %d), though its confinement failed", m.T, m.PID)
+					}
+				}
+				exit := msgs[len(msgs)-1]
+				if exit.ExitCode == nil || *exit.ExitCode != isolation.ExitSetupFailed || !strings.HasPrefix(exit.Reason, ReasonSetupFailed+": ") ||
+					!strings.Contains(exit.Reason, "forced by the test") {
+					t.Errorf("exit %+v: want code %d and reason %s with the cause", exit, isolation.ExitSetupFailed, ReasonSetupFailed)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Error("the job ran")
 				}
 			})
 		}
