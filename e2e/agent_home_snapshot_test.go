@@ -42,6 +42,7 @@ func difyAgent(t *testing.T) string {
 // Agent Stub, a second server with an empty Home runs `download` as a job,
 // and the two Homes compare equal but for the excluded directory.
 func TestAgentHomeSnapshotFlow(t *testing.T) {
+	parallel(t)
 	bin := difyAgent(t)
 	stub := fakestub.New("run-token")
 	hs := httptest.NewServer(stub)

@@ -175,6 +175,7 @@ func metricsBase(t *testing.T, s *server) string {
 // --workspace-root, every route on every listener and address is refused
 // and nothing is written outside.
 func TestWallJobsCannotUseTheAPI(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name      string
 		token     string
@@ -228,6 +229,7 @@ func TestWallJobsCannotUseTheAPI(t *testing.T) {
 // ended by itself and its runner left, too. (Without cgroups that last case
 // is a documented limit of the fallback: docs/security.md.)
 func TestWallLeftoverOfEndedJobCannotUseTheAPI(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -308,6 +310,7 @@ func TestWallLeftoverOfEndedJobCannotUseTheAPI(t *testing.T) {
 // Python SDK (python-requests headers; a real Python process where there is
 // one), outside any job, are served as before.
 func TestAPIClientsOutsideJobsServed(t *testing.T) {
+	parallel(t)
 	for _, listen := range []string{"127.0.0.1:0", "[::]:0"} {
 		t.Run(listen, func(t *testing.T) {
 			s := startServer(t, serverOpts{token: "cli-token", args: []string{"--listen", listen}})
@@ -560,6 +563,7 @@ func TestServersShareACgroupParent(t *testing.T) {
 // that forks the socket on and closes it in the parent. Refused with and
 // without cgroups.
 func TestWallHandedOnSocketRefused(t *testing.T) {
+	parallel(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the job")
 	}
@@ -656,6 +660,7 @@ PY`, host, port, body)
 // sidecar, `docker exec` into the network, the image tests' client), and
 // still refuses its jobs, handed-on sockets included.
 func TestWallServerWithoutCgroupFS(t *testing.T) {
+	parallel(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the job")
 	}
@@ -731,6 +736,7 @@ func nonRootDirs(t *testing.T, uid int) (base, home, outside string) {
 // its jobs are still refused, a non-dumpable one and handed-on sockets
 // included.
 func TestNonRootServerServesClientsBesideIt(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to start a server as another user")
 	}

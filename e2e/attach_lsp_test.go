@@ -205,6 +205,7 @@ func driveLSP(t *testing.T, a *client.AttachConn, mod, src string) {
 // terminal is made raw (`stty raw -echo`), so the attach carries the
 // protocol's bytes exactly both ways.
 func TestAttachLanguageServer(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	mod, src, env := lspSetup(t, s)
 	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "stty raw -echo; echo ready; exec ./gopls", Mode: "pty", Cwd: s.Home, Env: env, Timeout: 10})
@@ -237,6 +238,7 @@ func TestAttachLanguageServer(t *testing.T) {
 // to its stdin pipe, its stdout (output.log, from offset 0) comes back,
 // no terminal in between; its stderr (gopls's log) stays in stderr.log.
 func TestAttachLanguageServerPipe(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	mod, src, env := lspSetup(t, s)
 	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "exec ./gopls", Mode: "stdio", Stdin: "pipe", Cwd: s.Home, Env: env, Timeout: 0.1})

@@ -97,6 +97,7 @@ func TestAttachPipeCatBytes(t *testing.T) {
 // back while the pipe is full and the bytes not taken are sent again,
 // never refused (POST /input would answer input_backpressure).
 func TestAttachPipeHeldBackNeverDropped(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	id := runPiped(t, s, "echo ready; sleep 7; wc -c", "ready")
 	a := attachTo(t, s, id, client.AttachOptions{})

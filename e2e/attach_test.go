@@ -288,6 +288,7 @@ exit 0
 // turned off (--allow-job-clients) the same script gets 101: the test
 // tells a refusal from a script that could not have succeeded.
 func TestWallJobCannotAttach(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -365,12 +366,19 @@ func TestAttachRawTerminal(t *testing.T) {
 	}
 	a.input("printf '\\e[31mred\\e[0m\\n'\r")
 	a.waitFor("\x1b[31mred\x1b[0m", 0)
-	res, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: logOff, Timeout: f64(0)})
-	if err != nil {
-		t.Fatal(err)
+	// output.log is written by the sanitizer, beside the raw ring that
+	// attach reads: followed until the line is there too.
+	var logged string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logged, "\nred") && time.Now().Before(deadline); {
+		res, err := s.c.Wait(ctx(t), id, client.WaitRequest{Offset: logOff, Timeout: f64(5)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged += res.Output
+		logOff = res.Offset
 	}
-	if !strings.Contains(res.Output, "red") || strings.Contains(res.Output, "\x1b[31m") {
-		t.Fatalf("output.log (sanitized) = %q: want red without its escape", res.Output)
+	if !strings.Contains(logged, "\nred") || strings.Contains(logged, "\x1b[31m") {
+		t.Fatalf("output.log (sanitized) = %q: want red without its escape", logged)
 	}
 	a.input("echo here\r")
 	a.waitFor("here\r\n", 0)
@@ -535,6 +543,7 @@ func TestCLIAttachShowsVimAsTmuxDoes(t *testing.T) {
 // bytes are never refused. (POST /input answers a full queue with an
 // error; over attach that would lose the bytes.)
 func TestAttachInputHeldBackNeverDropped(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "stty raw -echo; echo ready; sleep 1; head -c 10485760 | wc -c; sleep 30", Mode: "pty", Timeout: 5})
 	if err != nil || !strings.Contains(res.Output, "ready") {

@@ -873,6 +873,10 @@ func TestCLIReadmeExamples(t *testing.T) {
 	for _, l := range lines {
 		m.line(l)
 	}
+	// Typed once attach has drawn the job's screen: typed before, the
+	// answer may be part of that redraw (cursor-addressed) rather than
+	// come as the job's own output.
+	m.waitText("\x1b[H\x1b[2J")
 	m.line("echo $((6*7))")
 	m.waitText("\r42\r\n") // the raw terminal: bash's own line ends
 	m.keys("C-p", "C-q")

@@ -315,6 +315,7 @@ echo "ph: $SECRET_GITHUB_TOKEN"
 // answers (the upstream echoes the header back), and the value is in no
 // file, log or output.
 func TestEgressRealClientsGetTheValueOnlyUpstream(t *testing.T) {
+	parallel(t)
 	u := egStartUpstream(t)
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
@@ -656,6 +657,7 @@ func TestEgressRefusesSecretsJobsCanRead(t *testing.T) {
 // job of session s-b runs, and tries to use it: it finds none, and the
 // upstream never sees s-b's value on its behalf.
 func TestEgressJobCannotTakeAnotherSessionsKey(t *testing.T) {
+	parallel(t)
 	u := egStartUpstream(t)
 	s, _ := egServer(t, u)
 	s.egPrepare(t, "s-b", egCred("github", "token", egValue, "Authorization", "Bearer {{.Value}}", "api.github.com"))

@@ -480,6 +480,7 @@ func TestFaultJobEndsDuringDowntime(t *testing.T) {
 
 // Input reaches a job after the server restarted (SIGTERM and SIGKILL).
 func TestFaultInputAfterRestart(t *testing.T) {
+	parallel(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			s := startServer(t, serverOpts{})
@@ -696,6 +697,7 @@ func TestFaultTerminateReachesEscapedProcesses(t *testing.T) {
 // nohup children: left alone when the job ends by itself, killed by
 // terminate and forced delete.
 func TestFaultNohupChildSurvivesNormalEnd(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	for _, mode := range fxModes {
 		t.Run(mode, func(t *testing.T) {
@@ -752,6 +754,7 @@ func TestFaultTerminateAndDeleteKillNohupChild(t *testing.T) {
 // session (concurrency widens any window between "looks empty" and "is
 // empty").
 func TestFaultTerminateAnswersAfterLastExit(t *testing.T) {
+	parallel(t)
 	t.Run("cgroup", func(t *testing.T) { terminateAnswersAfterLastExit(t, nil) })
 	t.Run("subreaper", func(t *testing.T) { terminateAnswersAfterLastExit(t, []string{"--no-cgroup"}) })
 }
@@ -889,6 +892,7 @@ func TestFaultStaleRowsEndOnRestart(t *testing.T) {
 // script, a job reported exited did. The kill lands at a few moments of the
 // burst; which states it catches varies from run to run.
 func TestFaultServerKilledDuringRunBurst(t *testing.T) {
+	parallel(t)
 	for _, delay := range []time.Duration{0, 5 * time.Millisecond, 10 * time.Millisecond, 15 * time.Millisecond, 25 * time.Millisecond, 40 * time.Millisecond} {
 		t.Run(delay.String(), func(t *testing.T) {
 			s := startServer(t, serverOpts{})
@@ -966,6 +970,7 @@ func TestFaultServerKilledDuringRunBurst(t *testing.T) {
 
 // 100 MiB of output completes; the server's and the runner's memory stay flat.
 func TestFaultHundredMiBOutput(t *testing.T) {
+	parallel(t)
 	const size = 100 << 20
 	s := startServer(t, serverOpts{})
 	cases := []struct {

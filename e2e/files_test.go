@@ -297,6 +297,7 @@ func TestFilesRoutes(t *testing.T) {
 
 // A 40 MB file goes up and comes down byte-exact.
 func TestFilesLargeUpDown(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	data := make([]byte, 40<<20)
 	rand.Read(data)
@@ -314,6 +315,7 @@ func TestFilesLargeUpDown(t *testing.T) {
 // A reader looping during a 200 MB PUT over a file sees the old file or
 // the new one, never a mix (the PUT writes beside it and renames).
 func TestFilesPutIsAtomic(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	old := bytes.Repeat([]byte("old "), 1<<18)
 	if err := os.WriteFile(filepath.Join(s.Home, "f"), old, 0o644); err != nil {
@@ -474,6 +476,7 @@ func TestFilesAttackDotDotAndAbsolute(t *testing.T) {
 // beneath it: no request ever reaches the directory outside Home that the
 // link would lead to.
 func TestFilesAttackSwapDirForLinkToRoot(t *testing.T) {
+	parallel(t)
 	isoRequireLandlock(t)
 	s := startServer(t, serverOpts{})
 	out, err := os.MkdirTemp("", "files-escape-")
@@ -767,7 +770,8 @@ func TestFilesArchive(t *testing.T) {
 // A job makes 200 000 empty directories: the archive stops at the
 // traversal budget with a warning, in bounded time and memory.
 func TestFilesArchiveTraversalBudget(t *testing.T) {
-	s := startServer(t, serverOpts{})
+	parallel(t)
+	s := startServer(t, serverOpts{home: scratchHome(t)})
 	jobDo(t, s, `cd "$HOME" && perl -e 'mkdir "t" or die; for my $i (1..200000) { mkdir "t/$i" or die "$i: $!" }'`)
 	hwm := func() int64 {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
@@ -1028,6 +1032,7 @@ func TestFilesPutStalledBody(t *testing.T) {
 // At most 8 archives stream at once: a ninth is 429 at once, and one
 // more is served once one has ended.
 func TestFilesArchivesAtOnceAreBounded(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	os.MkdirAll(filepath.Join(s.Home, "a"), 0o755)
 	f, _ := os.Create(filepath.Join(s.Home, "a", "big"))

@@ -310,3 +310,40 @@ func code(r *client.JobResult) int {
 }
 
 func f64(v float64) *float64 { return &v }
+
+// scratchHome is a Home on a tmpfs of its own, for a test whose jobs make
+// hundreds of thousands of entries: unmounting it frees them at once,
+// where removing them from the disk would take longer than the test
+// itself (200 000 directories: about 40 s on ext4 here, most of the test
+// suite's longest test). Without the power to mount, a plain temp dir.
+func scratchHome(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755,size=2g,nr_inodes=1m"); err != nil {
+		t.Logf("a Home on disk (tmpfs: %v): its removal is slower", err)
+		return dir
+	}
+	// Registered before the server's own cleanup, so it runs after it:
+	// the server and its jobs are gone when the tree is.
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount the scratch Home %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// parallel lets a test run beside the other tests that call it, after
+// the sequential ones (go test's t.Parallel; -parallel bounds how many).
+// It is for tests that start their own servers, change nothing the
+// process or the machine shares (umask, environment, fixed paths), and
+// assert no latency that other tests' load could stretch: most of their
+// time is spent waiting on their jobs, so the suite's wall time drops
+// (make test's budget is 10 minutes on a cold machine).
+// SHELLCTL_E2E_SERIAL=1 runs them one at a time, to tell a failure
+// that comes from running beside others.
+func parallel(t *testing.T) {
+	if os.Getenv("SHELLCTL_E2E_SERIAL") == "" {
+		t.Parallel()
+	}
+}

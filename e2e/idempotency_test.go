@@ -172,6 +172,7 @@ func TestIdempotentRunConcurrentRepeatsStartOneJob(t *testing.T) {
 }
 
 func TestIdempotentInputIsSentOnceAndSurvivesARestart(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	run := idemPost(t, s, "/v1/jobs/run", "job-key", map[string]any{"script": "stty -echo; while read l; do echo \"got:$l\"; done", "timeout": 0.5})
 	if run.status != 200 || run.res.Done {

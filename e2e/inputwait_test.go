@@ -196,6 +196,7 @@ func TestInputWaitReaders(t *testing.T) {
 // waits, input and tail and the record — and return_on_input_wait does
 // not make their run answer early.
 func TestInputWaitNeverWhenBusy(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	for _, tc := range []struct{ name, script string }{
 		{"sleep", "sleep 5"},

@@ -246,6 +246,7 @@ func TestIsolationCreatesMissingHome(t *testing.T) {
 }
 
 func TestIsolationJobEnvCannotChangePolicy(t *testing.T) {
+	parallel(t)
 	isoRequireLandlock(t)
 	s := startServer(t, serverOpts{})
 	cwd := isoMkdir(t, filepath.Join(t.TempDir(), "cwd"))

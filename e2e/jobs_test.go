@@ -728,6 +728,7 @@ func TestLargeEnvironmentStarts(t *testing.T) {
 // Right after run answers "running", status and list say so too, with a
 // start time.
 func TestStatusAgreesWithRunAtOnce(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	for i := 0; i < 10; i++ {
 		// Long enough for a start on a loaded machine or a race-detector

@@ -579,6 +579,7 @@ func TestLimitConnectionFlood(t *testing.T) {
 // page with output_limit 16384 and wait(timeout=0) until not truncated),
 // compared byte for byte. The server never holds the file in memory.
 func TestTransfer40MBFile(t *testing.T) {
+	parallel(t)
 	const size = 40_000_000
 	s := startServer(t, serverOpts{})
 	pid := s.cmd.Process.Pid

@@ -153,6 +153,7 @@ func TestLimitRequestBodies(t *testing.T) {
 // A client that never finishes its headers is cut off by the header read
 // timeout (10 s in internal/server) while other clients are served.
 func TestLimitSlowHeaderClientIsCut(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("waits for the 10 s header read timeout")
 	}

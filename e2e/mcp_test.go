@@ -96,7 +96,24 @@ func mcpClientDir(t *testing.T) string {
 	// The script sits beside its node_modules, so its imports resolve.
 	ssum := sha256.Sum256(script)
 	name := "client-" + hex.EncodeToString(ssum[:6]) + ".mjs"
-	if err := os.WriteFile(filepath.Join(dir, name), script, 0o644); err != nil {
+	// Written beside and renamed over: the MCP tests run in parallel, and
+	// a node already reading the script never sees it truncated.
+	f, err := os.CreateTemp(dir, "client-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(script)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(f.Name())
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, name)
@@ -208,6 +225,7 @@ func runMCPClient(t *testing.T, script string, cfg map[string]any) mcpReport {
 }
 
 func TestMCPStdio(t *testing.T) {
+	parallel(t)
 	script := mcpClientDir(t)
 	s := startServer(t, serverOpts{token: mcpToken})
 	tokFile := filepath.Join(t.TempDir(), "token")
@@ -225,6 +243,7 @@ func TestMCPStdio(t *testing.T) {
 }
 
 func TestMCPStreamableHTTP(t *testing.T) {
+	parallel(t)
 	script := mcpClientDir(t)
 	s := startServer(t, serverOpts{token: mcpToken})
 	rep := runMCPClient(t, script, map[string]any{"transport": "http", "url": s.URL + "/mcp", "token": mcpToken, "filesDir": s.Home + "/mcp-files"})

@@ -136,6 +136,7 @@ func (s *initServer) nsProcs(t *testing.T) []nsprocs.Proc {
 // Served as PID 1, a job whose runner is killed is ended as lost, and its
 // process — adopted by PID 1 — is reaped: no zombie stays in the namespace.
 func TestInitReapsKilledRunnersJob(t *testing.T) {
+	parallel(t)
 	for _, tr := range trackers {
 		t.Run(tr.name, func(t *testing.T) { testInitReapsKilledRunnersJob(t, tr.args) })
 	}

@@ -249,6 +249,7 @@ func bytesB64(b []byte) string {
 
 // A Python REPL over a pipe: no terminal, its answers on stdout.
 func TestPipePythonREPL(t *testing.T) {
+	parallel(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not installed")
 	}

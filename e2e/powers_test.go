@@ -252,6 +252,7 @@ func procNice(t *testing.T, pid int) (nice string, cpuLimit string) {
 // job ends as it should, not lost. A job's own new commands still take a
 // limit, a priority and CPUs (prlimit cmd, nice, taskset, ulimit).
 func TestPowersResourceCallsReachOnlyTheJob(t *testing.T) {
+	parallel(t)
 	isoRequireLandlock(t)
 	for _, tool := range []string{"prlimit", "renice", "taskset", "nice"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -408,6 +409,7 @@ func TestPowersBadFlagsStopServe(t *testing.T) {
 // there for them too, so the same user's server and runners keep their
 // limits and priority.
 func TestPowersNonRootServerJobUnchanged(t *testing.T) {
+	parallel(t)
 	isoRequireLandlock(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to start a server as another user")

@@ -213,6 +213,7 @@ func expectErr(t *testing.T, what string, status int, code string) func(int, []b
 }
 
 func TestRecordOfTerminatedLimitedAndFailedJobs(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{args: []string{"--max-job-runtime", "1", "--max-output-bytes", "1000"}})
 	// terminate
 	run, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 60", Timeout: 0.1})

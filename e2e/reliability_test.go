@@ -53,6 +53,7 @@ func startEscapee(t *testing.T, s *server) (*client.JobResult, int) {
 // (The runner used to leave during the grace period and the escapee lived
 // on, moved out of the job's group.)
 func TestEndTrappingEscapeeIsGone(t *testing.T) {
+	parallel(t)
 	for _, tr := range trackers {
 		t.Run(tr.name, func(t *testing.T) {
 			s := startServer(t, serverOpts{args: tr.args})
@@ -95,6 +96,7 @@ func TestEndTrappingEscapeeIsGone(t *testing.T) {
 // within a few seconds; terminate and forced delete of the lost job then
 // answer, with nothing left to kill.
 func TestLostRunnerEndsItsJob(t *testing.T) {
+	parallel(t)
 	for _, tr := range trackers {
 		t.Run(tr.name, func(t *testing.T) {
 			s := startServer(t, serverOpts{args: tr.args})
@@ -153,6 +155,7 @@ func TestLostRunnerEndsItsJob(t *testing.T) {
 // output_write_failed), terminate on it is answered, and once space is
 // freed the end is recorded in the database and new jobs run.
 func TestFullDiskKeepsTheExit(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs needs root")
 	}
@@ -203,6 +206,7 @@ func TestFullDiskKeepsTheExit(t *testing.T) {
 // ever hand its exit to anyone: it gives up and leaves once the job ended,
 // instead of retrying for good (a process left running forever).
 func TestRunnerLeavesWhenItsStateDirIsDeleted(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	run, err := s.c.Run(ctx(t), client.RunRequest{Script: "sleep 1", Timeout: 0.05})
 	if err != nil {

@@ -99,6 +99,7 @@ func (f *secFollower) until(want string) {
 // SHELLCTL_AUTH_TOKEN_FILE it never sees the token, at any moment of any
 // start. Then, as a measured note, the same watch over --token.
 func TestSecretsTokenFileNeverSeenAcrossRestarts(t *testing.T) {
+	parallel(t)
 	watch := secProcwatch(t)
 	tok := "file-tok-" + isoRandHex(12)
 	secretDir := isoOutsideDir(t) // outside every path a job may read

@@ -30,6 +30,7 @@ func snapshotCLI(t *testing.T, s *server, args ...string) (string, error) {
 // restore batches came back dated 1901-12-13), and the holes of a sparse
 // file (restored as its whole apparent size of real disk).
 func TestSnapshotKeepsMtimesAndHoles(t *testing.T) {
+	parallel(t)
 	src := startServer(t, serverOpts{token: "snap-token"})
 	script := `set -e
 cd "` + src.Home + `"
@@ -95,7 +96,8 @@ touch -d @1300000000 proj
 // logs one short warning naming what it left out, and the archive
 // restores.
 func TestSnapshotDeepChainFromJob(t *testing.T) {
-	src := startServer(t, serverOpts{token: "snap-token"})
+	parallel(t)
+	src := startServer(t, serverOpts{token: "snap-token", home: scratchHome(t)})
 	// Removed level by level (rm keeps few descriptors); os.RemoveAll,
 	// the temp dir's cleanup, would hold one per level.
 	t.Cleanup(func() { exec.Command("rm", "-rf", filepath.Join(src.Home, "d")).Run() })

@@ -77,6 +77,7 @@ func readStream(t *testing.T, st *client.Stream) ([]byte, []string, *client.Stre
 // end last: a pty job printing text, and a stdio job printing bytes that
 // are not UTF-8 among text.
 func TestStreamReassembles(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{token: "tok"})
 	for _, c := range []struct{ mode, script string }{
 		{"pty", `for i in $(seq 1 300); do echo "line $i ü 世界 $(printf '%*s' $((i % 40)) '')x"; sleep 0.004; done; exit 3`},
@@ -284,6 +285,7 @@ func freePort(t *testing.T) string {
 // TestStreamAcrossRestart: the server restarts while a stream reads a
 // running job; the client reconnects with Last-Event-ID and misses nothing.
 func TestStreamAcrossRestart(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{token: "tok", args: []string{"--listen", freePort(t)}})
 	res, err := s.c.Run(ctx(t), client.RunRequest{Script: `for i in $(seq 1 80); do echo "line $i"; sleep 0.05; done`, Mode: "pty", Timeout: 0.01})
 	if err != nil {

@@ -50,6 +50,7 @@ sleep 300`
 // take its runner down: the runner lives, the job is never lost, terminate
 // answers 200 with the job terminated. Both starts.
 func TestWallPtyJobCannotHandItsTerminalToItsRunner(t *testing.T) {
+	parallel(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not on PATH: the hostile job is a python3 program")
 	}

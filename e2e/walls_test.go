@@ -43,6 +43,7 @@ func buildAttacker(t *testing.T, dir string) string {
 // thread confined for it, the job could attach to that thread in about one
 // start out of four.)
 func TestWallJobCannotAttachToAnythingFromItsFirstInstructions(t *testing.T) {
+	parallel(t)
 	abi := isoRequireLandlock(t)
 	s := startServer(t, serverOpts{})
 	work := t.TempDir()
@@ -234,6 +235,7 @@ func TestWallDefaultStateDirIsOutOfReach(t *testing.T) {
 // no write access outside the root: each run either is refused (403) or
 // gets the directory its check saw, through the same handle.
 func TestWallHomeSymlinkSwapUnderWorkspaceRoot(t *testing.T) {
+	parallel(t)
 	isoRequireLandlock(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	inside := isoMkdir(t, filepath.Join(ws, "inside"))
@@ -311,6 +313,7 @@ func TestWallHomeSymlinkSwapUnderWorkspaceRoot(t *testing.T) {
 // most a few KiB are read before the key is proven, one connection at a
 // time; the job runs to its end.
 func TestWallControlSocketFloodCostsTheRunnerNothing(t *testing.T) {
+	parallel(t)
 	s := startServer(t, serverOpts{})
 	res, err := s.c.Run(ctx(t), client.RunRequest{Script: "echo runner=$PPID; sleep 4; echo finished", Mode: "stdio", Timeout: 1})
 	if err != nil {
