@@ -49,6 +49,13 @@ var servingRE = regexp.MustCompile(`serving on (http://\S+)`)
 
 // StartEnv starts the server from bin and waits until it serves.
 func StartEnv(ctx context.Context, bin string) (*Env, error) {
+	return StartEnvWith(ctx, bin, nil)
+}
+
+// StartEnvWith starts a server as StartEnv does, with extra environment
+// variables (NAME=VALUE) for it: the bench's own knobs, such as the
+// floor of a row measured on a second server.
+func StartEnvWith(ctx context.Context, bin string, extraEnv []string) (*Env, error) {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -79,7 +86,7 @@ func StartEnv(ctx context.Context, bin string) (*Env, error) {
 	// Extra serve flags, to compare settings (e.g. --warm-runners 4).
 	args = append(args, strings.Fields(os.Getenv("SHELLCTL_BENCH_SERVE_FLAGS"))...)
 	e.cmd = exec.Command(exe, args...)
-	env := []string{"HOME=" + e.Home, "SHELLCTL_AUTH_TOKEN=" + e.Token}
+	env := append([]string{"HOME=" + e.Home, "SHELLCTL_AUTH_TOKEN=" + e.Token}, extraEnv...)
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); k != "HOME" && k != "SHELLCTL_AUTH_TOKEN" && k != "XDG_DATA_HOME" {
 			env = append(env, kv)

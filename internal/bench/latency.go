@@ -86,7 +86,7 @@ func benchRun(ctx context.Context, e *Env, s Sizes) []*Row {
 		{"pty", "run→done, pty", "PTY"},
 		{"stdio", "run→done, stdio", "exec"},
 	} {
-		r := &Row{Figure: m.figure, Unit: Millis, Target: Target{RatioAtMost, 2}}
+		r := &Row{Figure: m.figure, Unit: Millis, Target: Target{RatioAtMost, 1.5}}
 		rt, fl, err := runDone(ctx, e, m.mode, s.Runs)
 		if err != nil && rt == nil {
 			r.Err = err.Error()
@@ -103,7 +103,7 @@ func benchRun(ctx context.Context, e *Env, s Sizes) []*Row {
 
 func benchParallel(ctx context.Context, e *Env, s Sizes) []*Row {
 	const clients = 8
-	r := &Row{Figure: "parallel, 8 clients", Unit: JobsPerSec, Target: Target{ValueAtLeast, 200}}
+	r := &Row{Figure: "parallel, 8 clients", Unit: JobsPerSec, Target: Target{RatioAtLeast, 0.6}}
 	// Warm up the 8 connections.
 	parallel(clients, clients, func(int) { e.RunToDone(ctx, "pty", echoHi, 30) })
 

@@ -128,8 +128,8 @@ func benchIdleRSS(ctx context.Context, e *Env, s Sizes) []*Row {
 
 func benchJobMemory(ctx context.Context, e *Env, s Sizes) []*Row {
 	const n = 32
-	rssRow := &Row{Figure: "memory per running job, RSS", Unit: MiB, Target: Target{ValueAtMost, 4}}
-	pssRow := &Row{Figure: "memory per running job, PSS", Unit: MiB, Target: Target{ValueAtMost, 1.5}}
+	rssRow := &Row{Figure: "memory per running job, RSS", Unit: MiB, Target: Target{ValueAtMost, 3}}
+	pssRow := &Row{Figure: "memory per running job, PSS", Unit: MiB, Target: Target{ValueAtMost, 1}}
 	fail := func(err error) []*Row {
 		rssRow.Err, pssRow.Err = err.Error(), err.Error()
 		return []*Row{rssRow, pssRow}

@@ -126,6 +126,7 @@ const (
 	DiffAtMost               // runtime p50 − floor p50 ≤ Limit (same unit)
 	ValueAtMost              // runtime p50 ≤ Limit; a floor, if any, is informative
 	ValueAtLeast             // runtime p50 ≥ Limit; a floor, if any, is informative
+	Reported                 // no target: the figure and its ratio are shown, never judged
 )
 
 // Target is what a figure must reach.
@@ -147,6 +148,8 @@ func (t Target) String(u Unit) string {
 		return "p50 ≤ " + FormatValue(t.Limit) + " " + u.String()
 	case ValueAtLeast:
 		return "≥ " + FormatValue(t.Limit) + " " + u.String()
+	case Reported:
+		return "reported (the figure to cut)"
 	}
 	return "?"
 }
@@ -158,6 +161,7 @@ const (
 	NotMeasured Verdict = iota
 	Meets
 	Misses
+	NoTarget // a Reported figure, measured
 )
 
 func (v Verdict) String() string {
@@ -166,6 +170,8 @@ func (v Verdict) String() string {
 		return "meets"
 	case Misses:
 		return "MISSES"
+	case NoTarget:
+		return "reported"
 	}
 	return "not measured"
 }
@@ -223,6 +229,8 @@ func (r *Row) Verdict() Verdict {
 	}
 	var ok bool
 	switch r.Target.Kind {
+	case Reported:
+		return NoTarget
 	case RatioAtMost, RatioAtLeast, DiffAtMost:
 		c, have := r.Compare()
 		if !have {
@@ -314,8 +322,12 @@ func writeGrid(w io.Writer, all [][]string) {
 
 // Summary is the final one-line summary.
 func Summary(rows []*Row, quick bool, cpu string, cores int) string {
-	met, notMeasured := 0, 0
+	met, notMeasured, targets := 0, 0, 0
 	for _, r := range rows {
+		if r.Target.Kind == Reported {
+			continue // a figure without a target is not counted
+		}
+		targets++
 		switch r.Verdict() {
 		case Meets:
 			met++
@@ -335,7 +347,7 @@ func Summary(rows []*Row, quick bool, cpu string, cores int) string {
 	if cores == 1 {
 		plural = ""
 	}
-	return fmt.Sprintf("bench: %d/%d targets met%s (%s) on %s, %d core%s", met, len(rows), extra, mode, cpu, cores, plural)
+	return fmt.Sprintf("bench: %d/%d targets met%s (%s) on %s, %d core%s", met, targets, extra, mode, cpu, cores, plural)
 }
 
 // SpreadRow is one figure across the runs of one invocation: its runtime
@@ -457,8 +469,12 @@ func WriteSpread(w io.Writer, spread []*SpreadRow) {
 
 // SpreadSummary is the final line of a multi-run invocation.
 func SpreadSummary(spread []*SpreadRow, runs int, quick bool, cpu string, cores int) string {
-	met := 0
+	met, targets := 0, 0
 	for _, s := range spread {
+		if s.Target.Kind == Reported {
+			continue
+		}
+		targets++
 		if s.MetAll() {
 			met++
 		}
@@ -467,5 +483,5 @@ func SpreadSummary(spread []*SpreadRow, runs int, quick bool, cpu string, cores 
 	if quick {
 		mode = "quick"
 	}
-	return fmt.Sprintf("bench: %d/%d targets met in all %d runs (%s) on %s, %d cores", met, len(spread), runs, mode, cpu, cores)
+	return fmt.Sprintf("bench: %d/%d targets met in all %d runs (%s) on %s, %d cores", met, targets, runs, mode, cpu, cores)
 }

@@ -223,3 +223,28 @@ func TestLastStamp(t *testing.T) {
 		t.Error("a comma decimal point: want an error")
 	}
 }
+
+// A figure with no target (CPU per job) shows its ratio and "reported",
+// and counts in neither side of the summaries.
+func TestReportedFigureIsNotCounted(t *testing.T) {
+	rep := &Row{Figure: "CPU per job, server + runner", Unit: Millis, Runtime: One(6), Floor: One(2), Target: Target{Reported, 0}}
+	met := &Row{Figure: "a", Unit: Millis, Runtime: One(1), Floor: One(1), Target: Target{RatioAtMost, 2}}
+	if v := rep.Verdict(); v != NoTarget || v.String() != "reported" {
+		t.Errorf("verdict %v, want reported", v)
+	}
+	if c := rep.CompareText(); c != "3.00×" {
+		t.Errorf("ratio %q, want 3.00×", c)
+	}
+	if got := Summary([]*Row{met, rep}, false, "X", 2); got != "bench: 1/1 targets met (full) on X, 2 cores" {
+		t.Errorf("Summary = %q", got)
+	}
+	sp := Spread([][]*Row{{met, rep}, {met, rep}})
+	if got := SpreadSummary(sp, 2, false, "X", 2); got != "bench: 1/1 targets met in all 2 runs (full) on X, 2 cores" {
+		t.Errorf("SpreadSummary = %q", got)
+	}
+	var b bytes.Buffer
+	WriteTable(&b, []*Row{rep})
+	if !strings.Contains(b.String(), "reported (the figure to cut)") || !strings.Contains(b.String(), "| reported ") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}

@@ -61,7 +61,7 @@ func benchStdioThroughput(ctx context.Context, e *Env, s Sizes) []*Row {
 func benchPTYThroughput(ctx context.Context, e *Env, s Sizes) []*Row {
 	n := s.PTYMiB << 20
 	script := fmt.Sprintf("yes '%s' | head -c %dM", line99, s.PTYMiB)
-	r := &Row{Figure: fmt.Sprintf("pty throughput, %d MiB", s.PTYMiB), Unit: MBps, Target: Target{RatioAtLeast, 0.7}}
+	r := &Row{Figure: fmt.Sprintf("pty throughput, %d MiB", s.PTYMiB), Unit: MBps, Target: Target{RatioAtLeast, 0.8}}
 	var rt, fl []float64
 	var logSize int64
 	for i := 0; i < s.Reps; i++ {

@@ -55,6 +55,9 @@ type Config struct {
 	// ForceIsolationFail is a test hook: every job's confinement fails
 	// with this message.
 	ForceIsolationFail string
+	// BenchNoScreen: pty jobs run without their screen emulator (the
+	// bench's floor for non-line output; SHELLCTL_BENCH_NO_SCREEN).
+	BenchNoScreen bool
 	// WorkspaceRoot is --workspace-root with its links resolved;
 	// WorkspaceRootGiven is the same as the operator wrote it (absolute),
 	// so a cwd named through either is found beneath the root.
@@ -397,6 +400,7 @@ func (s *Service) start(ctx context.Context, j *job, req RunRequest, dirs *jobDi
 		Cwd: cwd, Home: dirs.homeReal, Cols: req.Cols, Rows: req.Rows,
 		Policy:             s.cfg.Policy,
 		ForceIsolationFail: s.cfg.ForceIsolationFail,
+		BenchNoScreen:      s.cfg.BenchNoScreen,
 		Walls:              s.cfg.Walls,
 		MaxRuntimeSeconds:  s.cfg.MaxRuntime.Seconds(),
 		MaxOutputBytes:     s.cfg.MaxOutputBytes,

@@ -44,7 +44,7 @@ func TestDecodeSpecIsEncodingJSON(t *testing.T) {
 			Cwd: rstr(r), Home: rstr(r), Cols: r.IntN(500), Rows: r.IntN(500),
 			Policy: isolation.Policy{Enabled: r.IntN(2) == 0, RW: rlist(r), RO: rlist(r), RWDev: rlist(r),
 				NetRestrict: r.IntN(2) == 0, NetConnectTCP: rports(r)},
-			ForceIsolationFail: rstr(r), MaxOutputBytes: r.Int64N(1 << 40),
+			ForceIsolationFail: rstr(r), BenchNoScreen: r.IntN(2) == 0, MaxOutputBytes: r.Int64N(1 << 40),
 			Walls: isolation.Walls{LimitCaps: r.IntN(2) == 0, KeepCaps: uint64(r.Int64N(1 << 62)), NewIPC: r.IntN(2) == 0}}
 		if p := rstr(r); p != "" {
 			in.Walls.Seccomp = []byte(p)

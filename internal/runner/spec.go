@@ -44,6 +44,12 @@ type Spec struct {
 	// ForceIsolationFail makes the job's confinement fail with this message
 	// (a test hook set only from the server's own configuration).
 	ForceIsolationFail string `json:"force_isolation_fail,omitempty"`
+	// BenchNoScreen keeps a pty job without its screen emulator: the
+	// floor of the bench's "pty non-line output" row (the same job with
+	// the screen against without it). Set only from the server's own
+	// configuration (SHELLCTL_BENCH_NO_SCREEN); such a job's screen
+	// requests see only what came after them.
+	BenchNoScreen bool `json:"bench_no_screen,omitempty"`
 	// Walls: the job's capabilities, seccomp filter and IPC namespace,
 	// as the server decided them from its flags.
 	Walls isolation.Walls `json:"walls"`
@@ -154,6 +160,13 @@ func decodeSpec(b []byte) (*Spec, error) {
 			})
 		case "force_isolation_fail":
 			return str(&s.ForceIsolationFail)
+		case "bench_no_screen":
+			if r.Null() {
+				return true
+			}
+			v, ok := r.Bool()
+			s.BenchNoScreen = v
+			return ok
 		case "walls":
 			if r.Null() {
 				return true

@@ -113,7 +113,9 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	r.pumpDone = make(chan struct{})
 	// The pump reads the master itself (the input-wait flush needs the
 	// descriptor); the raw bytes reach the screen through w.ObserveRead.
-	w.screen = r.startScreen() // screen.go
+	if !s.BenchNoScreen {
+		w.screen = r.startScreen() // screen.go
+	}
 	go func() {
 		defer close(r.pumpDone)
 		if err := sanitize.Pump(master, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {

@@ -229,6 +229,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		InheritNone:        cfg.InheritEnv == "none",
 		Policy:             policy,
 		ForceIsolationFail: cfg.Getenv("SHELLCTL_TEST_FORCE_ISOLATION_FAILURE"),
+		BenchNoScreen:      cfg.Getenv("SHELLCTL_BENCH_NO_SCREEN") == "1",
 		Walls:              walls,
 		WorkspaceRoot:      cfg.WorkspaceRoot,
 		WorkspaceRootGiven: workspaceGiven,
