@@ -414,14 +414,14 @@ echo $! >> "$PT_PIDS"; wait`,
 			name: "setsid grandchild",
 			script: `setsid sleep 60 & echo $! >> "$PT_PIDS"
 setsid sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; exec sleep 60' &
-sleep 0.2; : > "$PT_READY"; wait`,
+until [ "$(wc -l < "$PT_PIDS")" -ge 2 ]; do sleep 0.01; done; : > "$PT_READY"; wait`,
 			grace: time.Second, maxTime: 2 * time.Second, minProcs: 2,
 		},
 		{
 			name: "double-forked daemon",
 			script: `(sleep 60 & echo $! >> "$PT_PIDS") &
 (setsid sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; exec sleep 60' &) &
-wait; sleep 0.2; : > "$PT_READY"; exec sleep 60`,
+wait; until [ "$(wc -l < "$PT_PIDS")" -ge 2 ]; do sleep 0.01; done; : > "$PT_READY"; exec sleep 60`,
 			grace: time.Second, maxTime: 2 * time.Second, minProcs: 2,
 		},
 		{
