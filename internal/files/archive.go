@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/shellctl/shellctl/internal/treewalk"
 )
 
 // Archive bounds (query parameters of the same names) and their defaults.
@@ -33,7 +34,9 @@ const (
 	// maxArchives stream at once: each holds a spool of up to
 	// spoolInMemory bytes and a descriptor per level.
 	maxArchives = 8
-	// maxArchiveDepth bounds nesting: each level holds a descriptor.
+	// maxArchiveDepth bounds nesting: each level holds a descriptor. An
+	// entry more than this many levels below the archived directory is
+	// left out with a too_deep warning, as a snapshot leaves it out.
 	maxArchiveDepth = 256
 	// maxWarnings are the warnings listed one by one; the rest are
 	// counted by kind.
@@ -56,11 +59,7 @@ const (
 // Warning is one entry of X-Archive-Warnings: what was left out or odd,
 // the path (relative to the archived directory), and how many warnings of
 // that kind there were in all.
-type Warning struct {
-	Kind  string `json:"kind"`
-	Path  string `json:"path,omitempty"`
-	Count int    `json:"count"`
-}
+type Warning = treewalk.Warning
 
 type archiveLimits struct {
 	maxFiles, maxFileBytes, maxBytes, maxVisited int64
@@ -72,48 +71,31 @@ type archiver struct {
 	lim     archiveLimits
 	files   int64
 	bytes   int64
-	visited int64
 	stopped bool // a bound ended the walk
-	// overBudget: the traversal budget is spent; what was read is still
-	// archived, nothing more is read.
-	overBudget bool
-	warnings   []Warning
-	kinds      map[string]int
-	order      []string
-	buf        []byte
-	tmp        *os.File // the spool for large files (unnamed, reused)
-	mem        []byte   // the spool for the others (reused)
+	// walker walks the tree; its budget spent (overBudget), what was
+	// read is still archived, nothing more is read.
+	walker   *treewalk.Walker
+	warnings *treewalk.Warnings
+	dirStat  unix.Stat_t // the lstat of the directory being entered
+	buf      []byte
+	tmp      *os.File // the spool for large files (unnamed, reused)
+	mem      []byte   // the spool for the others (reused)
 }
 
-func (a *archiver) warn(kind, p string) {
-	if a.kinds[kind] == 0 {
-		a.order = append(a.order, kind)
-	}
-	a.kinds[kind]++
-	if len(a.warnings) < maxWarnings {
-		if len(p) > 512 {
-			p = p[:512] + "…"
-		}
-		a.warnings = append(a.warnings, Warning{Kind: kind, Path: p})
-	}
+func (a *archiver) warn(kind, p string) { a.warnings.Add(kind, p) }
+
+// newWarnings holds an archive's warnings: maxWarnings listed, the rest
+// counted by kind.
+func newWarnings() *treewalk.Warnings {
+	return &treewalk.Warnings{Max: maxWarnings, Shorten: shortWarningPath}
 }
 
-// warningList is the trailer's list: each entry carries its kind's count;
-// kinds with more warnings than listed are summarised once more.
-func (a *archiver) warningList() []Warning {
-	out := make([]Warning, 0, len(a.warnings)+1)
-	listed := map[string]int{}
-	for _, w := range a.warnings {
-		w.Count = a.kinds[w.Kind]
-		listed[w.Kind]++
-		out = append(out, w)
+// shortWarningPath cuts a path quoted in a warning to 512 bytes.
+func shortWarningPath(p string) string {
+	if len(p) > 512 {
+		return p[:512] + "…"
 	}
-	for _, k := range a.order {
-		if n := a.kinds[k]; n > listed[k] {
-			out = append(out, Warning{Kind: k + "_more", Count: n - listed[k]})
-		}
-	}
-	return out
+	return p
 }
 
 func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
@@ -174,13 +156,14 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = enc
 	}
-	a := &archiver{s: s, tw: tar.NewWriter(out), lim: lim, kinds: map[string]int{}, buf: make([]byte, 256<<10)}
+	a := &archiver{s: s, tw: tar.NewWriter(out), lim: lim, buf: make([]byte, 256<<10),
+		warnings: newWarnings()}
 	defer func() {
 		if a.tmp != nil {
 			a.tmp.Close()
 		}
 	}()
-	werr := a.walk(int(d.Fd()), "", 0)
+	werr := a.walk(int(d.Fd()))
 	if werr == nil {
 		werr = a.tw.Close()
 	}
@@ -196,10 +179,10 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 		panic(http.ErrAbortHandler)
 	}
 	status := "ok"
-	if a.stopped || a.overBudget {
+	if a.stopped || a.warnings.Count(treewalk.KindBudget) > 0 {
 		status = "truncated"
 	}
-	wl, _ := json.Marshal(a.warningList())
+	wl, _ := json.Marshal(a.warnings.List())
 	h.Set(TrailerStatus, status)
 	h.Set(TrailerFiles, strconv.FormatInt(a.files, 10))
 	h.Set(TrailerBytes, strconv.FormatInt(cw.n, 10))
@@ -219,18 +202,29 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// walk archives the directory dir (an open descriptor) whose path in the
-// archive is rel ("" for the top). Each subdirectory is opened beneath
-// dir with O_NOFOLLOW|O_DIRECTORY: a link swapped in is never followed.
-func (a *archiver) walk(dir int, rel string, depth int) error {
-	if depth > maxArchiveDepth {
-		a.warn("too_deep", rel)
-		return nil
+// walk archives the directory open at top: sorted, each subdirectory
+// opened beneath its parent with O_NOFOLLOW|O_DIRECTORY (a link swapped
+// in is never followed), within the traversal budget and maxArchiveDepth.
+func (a *archiver) walk(top int) error {
+	a.walker = &treewalk.Walker{
+		MaxDepth:   maxArchiveDepth,
+		MaxVisited: a.lim.maxVisited,
+		Sorted:     true,
+		Warnings:   a.warnings,
+		Listed:     a.listed,
+		Visit:      a.entry,
+		Enter:      a.enter,
+		Failed: func(e *treewalk.Entry, _ string, _ error) error {
+			a.warn("unreadable", e.Path)
+			return nil
+		},
 	}
-	names, err := a.readNames(dir, rel)
-	if err != nil {
-		return err
-	}
+	return a.walker.Walk(top)
+}
+
+// listed warns of the names of one directory that clash or confuse: two
+// equal after NFC, control characters.
+func (a *archiver) listed(rel string, names []string) {
 	nfc := make(map[string]string, len(names)) // NFC form -> the name
 	for _, n := range names {
 		key := norm.NFC.String(n)
@@ -242,46 +236,6 @@ func (a *archiver) walk(dir int, rel string, depth int) error {
 			a.warn("control_character", strconv.Quote(path.Join(rel, n)))
 		}
 	}
-	for _, n := range names {
-		if a.stopped {
-			return nil
-		}
-		if err := a.entry(dir, rel, n, depth); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readNames reads dir's names, sorted, each counted against the
-// traversal budget; the budget spent stops the walk.
-func (a *archiver) readNames(dir int, rel string) ([]string, error) {
-	fd, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		a.warn("unreadable", rel)
-		return nil, nil
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	var names []string
-	for {
-		batch, err := f.Readdirnames(512)
-		for _, n := range batch {
-			if a.visited++; a.visited > a.lim.maxVisited {
-				if !a.overBudget {
-					a.warn("max_entries_visited", path.Join(rel, n))
-				}
-				a.overBudget = true
-				break
-			}
-			names = append(names, n)
-		}
-		if a.overBudget || err != nil || len(batch) == 0 {
-			break
-		}
-	}
-	sort.Strings(names)
-	return names, nil
 }
 
 func hasControl(s string) bool {
@@ -301,46 +255,45 @@ func (a *archiver) header(hdr *tar.Header) error {
 	return a.tw.WriteHeader(hdr)
 }
 
-func (a *archiver) entry(dir int, rel, name string, depth int) error {
-	full := path.Join(rel, name)
-	var st unix.Stat_t
-	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil // gone meanwhile
+func (a *archiver) entry(e *treewalk.Entry) (enter bool, err error) {
+	if a.stopped {
+		return false, treewalk.SkipAll
 	}
-	mt := mtime(&st)
+	var st unix.Stat_t
+	if err := unix.Fstatat(e.Dir, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, nil // gone meanwhile
+	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		if a.s.containsState(&st) {
-			a.warn("state_dir", full)
-			return nil
+			a.warn("state_dir", e.Path)
+			return false, nil
 		}
-		sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			a.warn("unreadable", full)
-			return nil
-		}
-		defer unix.Close(sub)
-		var st2 unix.Stat_t
-		if unix.Fstat(sub, &st2) != nil || st2.Ino != st.Ino || st2.Dev != st.Dev {
-			a.warn("changed", full)
-			return nil
-		}
-		if err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: full + "/", Mode: int64(st.Mode & 0o7777), ModTime: mt}); err != nil {
-			return err
-		}
-		return a.walk(sub, full, depth+1)
+		a.dirStat = st
+		return true, nil
 	case unix.S_IFLNK:
-		target, err := readlinkAt(dir, name)
+		target, err := treewalk.ReadlinkAt(e.Dir, e.Name)
 		if err != nil {
-			return nil
+			return false, nil
 		}
-		return a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: full, Linkname: target, Mode: 0o777, ModTime: mt})
+		return false, a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: e.Path, Linkname: target, Mode: 0o777, ModTime: mtime(&st)})
 	case unix.S_IFREG:
-		return a.file(dir, full, name, &st)
+		return false, a.file(e.Dir, e.Path, e.Name, &st)
 	default:
-		a.warn("not_a_regular_file", full)
-		return nil
+		a.warn("not_a_regular_file", e.Path)
+		return false, nil
 	}
+}
+
+// enter archives a directory the walk opened (st is its fstat), if it is
+// still the one entry stat'ed.
+func (a *archiver) enter(e *treewalk.Entry, _ int, st *unix.Stat_t) (bool, error) {
+	if st.Ino != a.dirStat.Ino || st.Dev != a.dirStat.Dev {
+		a.warn("changed", e.Path)
+		return false, nil
+	}
+	err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: e.Path + "/", Mode: int64(a.dirStat.Mode & 0o7777), ModTime: mtime(&a.dirStat)})
+	return err == nil, err
 }
 
 // file archives one regular file: opened without following links and
