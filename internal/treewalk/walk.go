@@ -23,16 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Warning kinds the walker itself reports.
-const (
-	// KindTooDeep: an entry more than MaxDepth levels below the top, left
-	// out (not visited, not opened).
-	KindTooDeep = "too_deep"
-	// KindBudget: the entries-visited budget is spent; the path is the
-	// first entry not read. Reported once.
-	KindBudget = "max_entries_visited"
-)
-
 // direntBuf is the buffer getdents(2) fills: one for the whole walk,
 // since each batch is parsed before anything else is read. A directory
 // that is not sorted is visited one buffer's worth of entries (about 200
@@ -67,9 +57,10 @@ type Walker struct {
 	// MaxDepth is the deepest level whose entries are visited: an entry
 	// more than MaxDepth levels below the top is left out and counted as
 	// KindTooDeep, and no directory is opened past that level. The walk
-	// then holds at most MaxDepth+2 descriptors (one per directory it is
-	// in: the top's own, a second one of the top and one for each
-	// directory above the entries being visited). Must be > 0.
+	// then holds at most MaxDepth+1 descriptors of its own, whatever the
+	// depth of the tree: one per directory it is in, from its own
+	// descriptor of the top to a directory at level MaxDepth (read to
+	// count what lies past the bound). Must be > 0.
 	MaxDepth int
 	// MaxVisited, when > 0, bounds the entries read from directories:
 	// once spent, no more are read (KindBudget is reported once), but the
@@ -78,8 +69,8 @@ type Walker struct {
 	MaxVisited int64
 	// Sorted reads each directory whole and visits its entries sorted by
 	// name (byte order): memory then grows with the largest directory.
-	// Otherwise entries are visited in the directory's own order, read
-	// readBatch at a time.
+	// Otherwise entries are visited in the directory's own order, one
+	// getdents buffer (direntBuf) at a time.
 	Sorted bool
 	// Warnings receives the walker's own warnings; nil drops them.
 	Warnings *Warnings
@@ -102,7 +93,7 @@ type Walker struct {
 	Enter func(e *Entry, fd int, st *unix.Stat_t) (walk bool, err error)
 	// Failed is called when a directory cannot be opened (op "open
 	// directory"; e is the entry) or read (op "read directory"; e is the
-	// directory's entry, a zero Entry with Path "" for the top). It
+	// directory's entry, with Path "" for the top). It
 	// returns nil to carry on without that directory (or its unread
 	// entries), or the error to end the walk with.
 	Failed func(e *Entry, op string, err error) error

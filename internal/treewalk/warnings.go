@@ -1,5 +1,15 @@
 package treewalk
 
+// Warning kinds the walker itself reports.
+const (
+	// KindTooDeep: an entry more than MaxDepth levels below the top, left
+	// out (not visited, not opened).
+	KindTooDeep = "too_deep"
+	// KindBudget: the entries-visited budget is spent; the path is the
+	// first entry not read. Reported once.
+	KindBudget = "max_entries_visited"
+)
+
 // Warning is one thing a walk left out or found odd: its kind, the path
 // (relative to the top) and, in List, how many warnings of that kind there
 // were in all.
