@@ -4,24 +4,20 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"os"
 	"path"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/shellctl/shellctl/internal/streamsum"
 	"github.com/shellctl/shellctl/internal/treewalk"
 )
 
@@ -137,21 +133,22 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 		ctype = "application/zstd"
 	}
 	h.Set("Content-Type", ctype)
-	h.Set("Trailer", strings.Join([]string{TrailerStatus, TrailerFiles, TrailerBytes, TrailerSHA256, TrailerWarnings}, ", "))
+	streamsum.Declare(h, TrailerStatus, TrailerFiles, TrailerBytes, TrailerSHA256, TrailerWarnings)
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	sum := newAsyncHash()
-	defer sum.close()
+	// The stream as sent, counted and hashed for the trailers; hashing
+	// on a goroutine of its own overlaps it with sending.
+	sum := streamsum.NewAsync(w)
+	defer sum.Close()
 	// Tar writes each header on its own: buffered, the stream goes out
 	// in large chunks.
-	bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 256<<10)
-	cw := &countWriter{w: bw}
-	var out io.Writer = cw
+	bw := bufio.NewWriterSize(sum, 256<<10)
+	var out io.Writer = bw
 	var enc *zstd.Encoder
 	if format == "tar.zst" {
-		if enc, err = zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+		if enc, err = zstd.NewWriter(bw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
 			panic(http.ErrAbortHandler)
 		}
 		out = enc
@@ -185,21 +182,10 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 	wl, _ := json.Marshal(a.warnings.List())
 	h.Set(TrailerStatus, status)
 	h.Set(TrailerFiles, strconv.FormatInt(a.files, 10))
-	h.Set(TrailerBytes, strconv.FormatInt(cw.n, 10))
-	h.Set(TrailerSHA256, hex.EncodeToString(sum.sum()))
+	h.Set(TrailerBytes, strconv.FormatInt(sum.Len(), 10))
+	h.Set(TrailerSHA256, sum.Sum())
 	h.Set(TrailerWarnings, string(wl))
 	return nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
 }
 
 // walk archives the directory open at top: sorted, each subdirectory
@@ -426,49 +412,4 @@ func readFull(fd int, b []byte) (int, error) {
 		n += m
 	}
 	return n, nil
-}
-
-// asyncHash hashes the stream on another goroutine, so hashing and
-// sending overlap: each write is copied into one of a few buffers.
-type asyncHash struct {
-	h    hash.Hash
-	ch   chan []byte
-	free chan []byte
-	done chan struct{}
-	once sync.Once
-}
-
-func newAsyncHash() *asyncHash {
-	a := &asyncHash{h: sha256.New(), ch: make(chan []byte, 4), free: make(chan []byte, 5), done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		for b := range a.ch {
-			a.h.Write(b)
-			select {
-			case a.free <- b[:0]:
-			default: // enough spare: let it go
-			}
-		}
-	}()
-	return a
-}
-
-func (a *asyncHash) Write(p []byte) (int, error) {
-	var b []byte
-	select {
-	case b = <-a.free:
-	default:
-	}
-	b = append(b[:0], p...)
-	a.ch <- b
-	return len(p), nil
-}
-
-func (a *asyncHash) close() { a.once.Do(func() { close(a.ch) }) }
-
-// sum is the hash of everything written (the writes are over).
-func (a *asyncHash) sum() []byte {
-	a.close()
-	<-a.done
-	return a.h.Sum(nil)
 }

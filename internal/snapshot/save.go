@@ -22,11 +22,8 @@ package snapshot
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -35,6 +32,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/shellctl/shellctl/internal/streamsum"
 	"github.com/shellctl/shellctl/internal/treewalk"
 )
 
@@ -227,14 +225,15 @@ func Save(ctx context.Context, w io.Writer, home string, opts SaveOptions) (Save
 		excl:     m,
 		buf:      make([]byte, copyBufferSize),
 		links:    make(map[fileID]linkEntry),
-		hashOut:  sha256.New(),
 		path:     make([]string, 0, 32),
 		stateDir: stateIdentity(opts.StateDir),
 		opts:     opts,
 		root:     root,
 		home:     filepath.Clean(home),
 	}
-	s.out = &countingWriter{w: w, h: s.hashOut}
+	// Counted and hashed (for the trailers) by the encoder's flushing
+	// goroutine, off the walk's path.
+	s.out = streamsum.New(w)
 	enc, err := zstd.NewWriter(s.out, encoderOptions...)
 	if err != nil {
 		return SaveStats{}, fmt.Errorf("start zstd encoder: %w", err)
@@ -252,7 +251,7 @@ func Save(ctx context.Context, w io.Writer, home string, opts SaveOptions) (Save
 		// frame: the caller must see a cut archive, never a complete one.
 		enc.Reset(io.Discard)
 	}
-	st := SaveStats{Entries: s.entries, FileBytes: s.fileBytes, Bytes: s.out.n, SHA256: hex.EncodeToString(s.hashOut.Sum(nil)),
+	st := SaveStats{Entries: s.entries, FileBytes: s.fileBytes, Bytes: s.out.Len(), SHA256: s.out.Sum(),
 		TooDeep: int64(s.warnings.Count(treewalk.KindTooDeep)), FirstTooDeep: s.warnings.First(treewalk.KindTooDeep)}
 	if err != nil {
 		return st, err
@@ -304,8 +303,7 @@ type saver struct {
 	ctx       context.Context
 	excl      *matcher
 	tw        *tar.Writer
-	out       *countingWriter
-	hashOut   hash.Hash
+	out       *streamsum.Writer
 	buf       []byte
 	links     map[fileID]linkEntry
 	linkBytes int      // what links costs, counted as in maxHardLinkBytes
@@ -424,18 +422,4 @@ func (s *saver) header(hdr *tar.Header) error {
 	}
 	s.entries++
 	return nil
-}
-
-// countingWriter counts and hashes what goes through it.
-type countingWriter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	return n, err
 }
