@@ -68,9 +68,8 @@ type archiver struct {
 	files   int64
 	bytes   int64
 	stopped bool // a bound ended the walk
-	// walker walks the tree; its budget spent (overBudget), what was
-	// read is still archived, nothing more is read.
-	walker   *treewalk.Walker
+	// warnings: the walker's (too_deep, max_entries_visited) and the
+	// archive's own.
 	warnings *treewalk.Warnings
 	dirStat  unix.Stat_t // the lstat of the directory being entered
 	buf      []byte
@@ -192,7 +191,7 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 // opened beneath its parent with O_NOFOLLOW|O_DIRECTORY (a link swapped
 // in is never followed), within the traversal budget and maxArchiveDepth.
 func (a *archiver) walk(top int) error {
-	a.walker = &treewalk.Walker{
+	w := &treewalk.Walker{
 		MaxDepth:   maxArchiveDepth,
 		MaxVisited: a.lim.maxVisited,
 		Sorted:     true,
@@ -205,7 +204,7 @@ func (a *archiver) walk(top int) error {
 			return nil
 		},
 	}
-	return a.walker.Walk(top)
+	return w.Walk(top)
 }
 
 // listed warns of the names of one directory that clash or confuse: two
