@@ -4,24 +4,21 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"os"
 	"path"
-	"sort"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/shellctl/shellctl/internal/streamsum"
+	"github.com/shellctl/shellctl/internal/treewalk"
 )
 
 // Archive bounds (query parameters of the same names) and their defaults.
@@ -33,7 +30,9 @@ const (
 	// maxArchives stream at once: each holds a spool of up to
 	// spoolInMemory bytes and a descriptor per level.
 	maxArchives = 8
-	// maxArchiveDepth bounds nesting: each level holds a descriptor.
+	// maxArchiveDepth bounds nesting: each level holds a descriptor. An
+	// entry more than this many levels below the archived directory is
+	// left out with a too_deep warning, as a snapshot leaves it out.
 	maxArchiveDepth = 256
 	// maxWarnings are the warnings listed one by one; the rest are
 	// counted by kind.
@@ -56,11 +55,7 @@ const (
 // Warning is one entry of X-Archive-Warnings: what was left out or odd,
 // the path (relative to the archived directory), and how many warnings of
 // that kind there were in all.
-type Warning struct {
-	Kind  string `json:"kind"`
-	Path  string `json:"path,omitempty"`
-	Count int    `json:"count"`
-}
+type Warning = treewalk.Warning
 
 type archiveLimits struct {
 	maxFiles, maxFileBytes, maxBytes, maxVisited int64
@@ -72,48 +67,30 @@ type archiver struct {
 	lim     archiveLimits
 	files   int64
 	bytes   int64
-	visited int64
 	stopped bool // a bound ended the walk
-	// overBudget: the traversal budget is spent; what was read is still
-	// archived, nothing more is read.
-	overBudget bool
-	warnings   []Warning
-	kinds      map[string]int
-	order      []string
-	buf        []byte
-	tmp        *os.File // the spool for large files (unnamed, reused)
-	mem        []byte   // the spool for the others (reused)
+	// warnings: the walker's (too_deep, max_entries_visited) and the
+	// archive's own.
+	warnings *treewalk.Warnings
+	dirStat  unix.Stat_t // the lstat of the directory being entered
+	buf      []byte
+	tmp      *os.File // the spool for large files (unnamed, reused)
+	mem      []byte   // the spool for the others (reused)
 }
 
-func (a *archiver) warn(kind, p string) {
-	if a.kinds[kind] == 0 {
-		a.order = append(a.order, kind)
-	}
-	a.kinds[kind]++
-	if len(a.warnings) < maxWarnings {
-		if len(p) > 512 {
-			p = p[:512] + "…"
-		}
-		a.warnings = append(a.warnings, Warning{Kind: kind, Path: p})
-	}
+func (a *archiver) warn(kind, p string) { a.warnings.Add(kind, p) }
+
+// newWarnings holds an archive's warnings: maxWarnings listed, the rest
+// counted by kind.
+func newWarnings() *treewalk.Warnings {
+	return &treewalk.Warnings{Max: maxWarnings, Shorten: shortWarningPath}
 }
 
-// warningList is the trailer's list: each entry carries its kind's count;
-// kinds with more warnings than listed are summarised once more.
-func (a *archiver) warningList() []Warning {
-	out := make([]Warning, 0, len(a.warnings)+1)
-	listed := map[string]int{}
-	for _, w := range a.warnings {
-		w.Count = a.kinds[w.Kind]
-		listed[w.Kind]++
-		out = append(out, w)
+// shortWarningPath cuts a path quoted in a warning to 512 bytes.
+func shortWarningPath(p string) string {
+	if len(p) > 512 {
+		return p[:512] + "…"
 	}
-	for _, k := range a.order {
-		if n := a.kinds[k]; n > listed[k] {
-			out = append(out, Warning{Kind: k + "_more", Count: n - listed[k]})
-		}
-	}
-	return out
+	return p
 }
 
 func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
@@ -155,32 +132,34 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 		ctype = "application/zstd"
 	}
 	h.Set("Content-Type", ctype)
-	h.Set("Trailer", strings.Join([]string{TrailerStatus, TrailerFiles, TrailerBytes, TrailerSHA256, TrailerWarnings}, ", "))
+	streamsum.Declare(h, TrailerStatus, TrailerFiles, TrailerBytes, TrailerSHA256, TrailerWarnings)
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	sum := newAsyncHash()
-	defer sum.close()
+	// The stream as sent, counted and hashed for the trailers; hashing
+	// on a goroutine of its own overlaps it with sending.
+	sum := streamsum.NewAsync(w)
+	defer sum.Close()
 	// Tar writes each header on its own: buffered, the stream goes out
 	// in large chunks.
-	bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 256<<10)
-	cw := &countWriter{w: bw}
-	var out io.Writer = cw
+	bw := bufio.NewWriterSize(sum, 256<<10)
+	var out io.Writer = bw
 	var enc *zstd.Encoder
 	if format == "tar.zst" {
-		if enc, err = zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+		if enc, err = zstd.NewWriter(bw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
 			panic(http.ErrAbortHandler)
 		}
 		out = enc
 	}
-	a := &archiver{s: s, tw: tar.NewWriter(out), lim: lim, kinds: map[string]int{}, buf: make([]byte, 256<<10)}
+	a := &archiver{s: s, tw: tar.NewWriter(out), lim: lim, buf: make([]byte, 256<<10),
+		warnings: newWarnings()}
 	defer func() {
 		if a.tmp != nil {
 			a.tmp.Close()
 		}
 	}()
-	werr := a.walk(int(d.Fd()), "", 0)
+	werr := a.walk(int(d.Fd()))
 	if werr == nil {
 		werr = a.tw.Close()
 	}
@@ -196,41 +175,41 @@ func (s *Service) archive(w http.ResponseWriter, r *http.Request) error {
 		panic(http.ErrAbortHandler)
 	}
 	status := "ok"
-	if a.stopped || a.overBudget {
+	if a.stopped || a.warnings.Count(treewalk.KindBudget) > 0 {
 		status = "truncated"
 	}
-	wl, _ := json.Marshal(a.warningList())
+	wl, _ := json.Marshal(a.warnings.List())
 	h.Set(TrailerStatus, status)
 	h.Set(TrailerFiles, strconv.FormatInt(a.files, 10))
-	h.Set(TrailerBytes, strconv.FormatInt(cw.n, 10))
-	h.Set(TrailerSHA256, hex.EncodeToString(sum.sum()))
+	h.Set(TrailerBytes, strconv.FormatInt(sum.Len(), 10))
+	h.Set(TrailerSHA256, sum.Sum())
 	h.Set(TrailerWarnings, string(wl))
 	return nil
 }
 
-type countWriter struct {
-	w io.Writer
-	n int64
+// walk archives the directory open at top: sorted, each subdirectory
+// opened beneath its parent with O_NOFOLLOW|O_DIRECTORY (a link swapped
+// in is never followed), within the traversal budget and maxArchiveDepth.
+func (a *archiver) walk(top int) error {
+	w := &treewalk.Walker{
+		MaxDepth:   maxArchiveDepth,
+		MaxVisited: a.lim.maxVisited,
+		Sorted:     true,
+		Warnings:   a.warnings,
+		Listed:     a.listed,
+		Visit:      a.entry,
+		Enter:      a.enter,
+		Failed: func(e *treewalk.Entry, _ string, _ error) error {
+			a.warn("unreadable", e.Path)
+			return nil
+		},
+	}
+	return w.Walk(top)
 }
 
-func (c *countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
-}
-
-// walk archives the directory dir (an open descriptor) whose path in the
-// archive is rel ("" for the top). Each subdirectory is opened beneath
-// dir with O_NOFOLLOW|O_DIRECTORY: a link swapped in is never followed.
-func (a *archiver) walk(dir int, rel string, depth int) error {
-	if depth > maxArchiveDepth {
-		a.warn("too_deep", rel)
-		return nil
-	}
-	names, err := a.readNames(dir, rel)
-	if err != nil {
-		return err
-	}
+// listed warns of the names of one directory that clash or confuse: two
+// equal after NFC, control characters.
+func (a *archiver) listed(rel string, names []string) {
 	nfc := make(map[string]string, len(names)) // NFC form -> the name
 	for _, n := range names {
 		key := norm.NFC.String(n)
@@ -242,46 +221,6 @@ func (a *archiver) walk(dir int, rel string, depth int) error {
 			a.warn("control_character", strconv.Quote(path.Join(rel, n)))
 		}
 	}
-	for _, n := range names {
-		if a.stopped {
-			return nil
-		}
-		if err := a.entry(dir, rel, n, depth); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readNames reads dir's names, sorted, each counted against the
-// traversal budget; the budget spent stops the walk.
-func (a *archiver) readNames(dir int, rel string) ([]string, error) {
-	fd, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		a.warn("unreadable", rel)
-		return nil, nil
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	var names []string
-	for {
-		batch, err := f.Readdirnames(512)
-		for _, n := range batch {
-			if a.visited++; a.visited > a.lim.maxVisited {
-				if !a.overBudget {
-					a.warn("max_entries_visited", path.Join(rel, n))
-				}
-				a.overBudget = true
-				break
-			}
-			names = append(names, n)
-		}
-		if a.overBudget || err != nil || len(batch) == 0 {
-			break
-		}
-	}
-	sort.Strings(names)
-	return names, nil
 }
 
 func hasControl(s string) bool {
@@ -301,46 +240,45 @@ func (a *archiver) header(hdr *tar.Header) error {
 	return a.tw.WriteHeader(hdr)
 }
 
-func (a *archiver) entry(dir int, rel, name string, depth int) error {
-	full := path.Join(rel, name)
-	var st unix.Stat_t
-	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil // gone meanwhile
+func (a *archiver) entry(e *treewalk.Entry) (enter bool, err error) {
+	if a.stopped {
+		return false, treewalk.SkipAll
 	}
-	mt := mtime(&st)
+	var st unix.Stat_t
+	if err := unix.Fstatat(e.Dir, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, nil // gone meanwhile
+	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		if a.s.containsState(&st) {
-			a.warn("state_dir", full)
-			return nil
+			a.warn("state_dir", e.Path)
+			return false, nil
 		}
-		sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			a.warn("unreadable", full)
-			return nil
-		}
-		defer unix.Close(sub)
-		var st2 unix.Stat_t
-		if unix.Fstat(sub, &st2) != nil || st2.Ino != st.Ino || st2.Dev != st.Dev {
-			a.warn("changed", full)
-			return nil
-		}
-		if err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: full + "/", Mode: int64(st.Mode & 0o7777), ModTime: mt}); err != nil {
-			return err
-		}
-		return a.walk(sub, full, depth+1)
+		a.dirStat = st
+		return true, nil
 	case unix.S_IFLNK:
-		target, err := readlinkAt(dir, name)
+		target, err := treewalk.ReadlinkAt(e.Dir, e.Name)
 		if err != nil {
-			return nil
+			return false, nil
 		}
-		return a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: full, Linkname: target, Mode: 0o777, ModTime: mt})
+		return false, a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: e.Path, Linkname: target, Mode: 0o777, ModTime: mtime(&st)})
 	case unix.S_IFREG:
-		return a.file(dir, full, name, &st)
+		return false, a.file(e.Dir, e.Path, e.Name, &st)
 	default:
-		a.warn("not_a_regular_file", full)
-		return nil
+		a.warn("not_a_regular_file", e.Path)
+		return false, nil
 	}
+}
+
+// enter archives a directory the walk opened (st is its fstat), if it is
+// still the one entry stat'ed.
+func (a *archiver) enter(e *treewalk.Entry, _ int, st *unix.Stat_t) (bool, error) {
+	if st.Ino != a.dirStat.Ino || st.Dev != a.dirStat.Dev {
+		a.warn("changed", e.Path)
+		return false, nil
+	}
+	err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: e.Path + "/", Mode: int64(a.dirStat.Mode & 0o7777), ModTime: mtime(&a.dirStat)})
+	return err == nil, err
 }
 
 // file archives one regular file: opened without following links and
@@ -473,49 +411,4 @@ func readFull(fd int, b []byte) (int, error) {
 		n += m
 	}
 	return n, nil
-}
-
-// asyncHash hashes the stream on another goroutine, so hashing and
-// sending overlap: each write is copied into one of a few buffers.
-type asyncHash struct {
-	h    hash.Hash
-	ch   chan []byte
-	free chan []byte
-	done chan struct{}
-	once sync.Once
-}
-
-func newAsyncHash() *asyncHash {
-	a := &asyncHash{h: sha256.New(), ch: make(chan []byte, 4), free: make(chan []byte, 5), done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		for b := range a.ch {
-			a.h.Write(b)
-			select {
-			case a.free <- b[:0]:
-			default: // enough spare: let it go
-			}
-		}
-	}()
-	return a
-}
-
-func (a *asyncHash) Write(p []byte) (int, error) {
-	var b []byte
-	select {
-	case b = <-a.free:
-	default:
-	}
-	b = append(b[:0], p...)
-	a.ch <- b
-	return len(p), nil
-}
-
-func (a *asyncHash) close() { a.once.Do(func() { close(a.ch) }) }
-
-// sum is the hash of everything written (the writes are over).
-func (a *asyncHash) sum() []byte {
-	a.close()
-	<-a.done
-	return a.h.Sum(nil)
 }

@@ -5,14 +5,14 @@ import "testing"
 // The warnings of an archive are bounded: at most maxWarnings listed,
 // each with its kind's count, and one summary per kind with more.
 func TestArchiveWarningsAreBounded(t *testing.T) {
-	a := &archiver{kinds: map[string]int{}}
+	a := &archiver{warnings: newWarnings()}
 	for range 250 {
 		a.warn("changed", "some/file")
 	}
 	for range 3 {
 		a.warn("nfc_duplicate", "x | y")
 	}
-	got := a.warningList()
+	got := a.warnings.List()
 	if len(got) != maxWarnings+2 {
 		t.Fatalf("%d entries, want %d listed and a summary of each kind", len(got), maxWarnings)
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shellctl/shellctl/internal/beneath"
+	"github.com/shellctl/shellctl/internal/treewalk"
 )
 
 // Error is a route's refusal: its status, code and message (what, the
@@ -274,21 +275,7 @@ func (s *Service) containsState(st *unix.Stat_t) bool {
 }
 
 // readlinkAt reads the link name in dir.
-func readlinkAt(dir int, name string) (string, error) {
-	for n := 256; ; n *= 2 {
-		buf := make([]byte, n)
-		m, err := unix.Readlinkat(dir, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if m < n {
-			return string(buf[:m]), nil
-		}
-		if n >= 1<<16 {
-			return "", unix.ENAMETOOLONG
-		}
-	}
-}
+func readlinkAt(dir int, name string) (string, error) { return treewalk.ReadlinkAt(dir, name) }
 
 // openRead opens p's last component for reading: not followed (resolve
 // followed the links that stay within), non-blocking (a FIFO never

@@ -1,8 +1,10 @@
 // Package snapshot saves and restores the server's Home directory as one
 // tar+zstd stream (see docs/snapshot.md and the shared spec snapshot.md).
 //
-// Save walks Home through os.Root handles, one per directory, so a symlink
-// swapped in during the walk can never make it read outside Home. Restore
+// Save walks Home by descriptors (internal/treewalk, the walker the files
+// archive uses too): each directory opened beneath its parent's descriptor
+// without following a link, so a symlink swapped in during the walk can
+// never make it read outside Home. Restore
 // opens every path beneath Home one component at a time from the handle of
 // the directory above, never following a symlink, so it writes nothing
 // outside Home and cannot reach one directory of Home under another name;
@@ -20,21 +22,18 @@ package snapshot
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/shellctl/shellctl/internal/streamsum"
+	"github.com/shellctl/shellctl/internal/treewalk"
 )
 
 const (
@@ -68,12 +67,6 @@ const (
 	// MaxWindow is the largest zstd window Restore accepts (64 MiB): the
 	// decoder's memory is bounded by it, whatever the archive claims.
 	MaxWindow = 64 << 20
-
-	// readDirBatch is how many directory entries are read at a time, so a
-	// directory with millions of entries costs no more memory than a small
-	// one. Entries are archived in directory order, not sorted, for the
-	// same reason.
-	readDirBatch = 256
 
 	// copyBufferSize is the one buffer file contents go through.
 	copyBufferSize = 256 << 10
@@ -116,16 +109,16 @@ const (
 	// MaxDepth is how many levels below Home a snapshot keeps: an entry
 	// whose name has more components is left out of a save (counted, and
 	// the first named, in SaveStats) and refused by a restore. The walk
-	// holds the handles of the chain of directories it is in (two per
-	// level: the os.Root and the open directory being read, whose read
-	// position cannot be given up and found again), so without a bound a
-	// job that makes a 12 000-deep chain of directories (mkdir a; cd a in
-	// a loop) made every save fail with "too many open files", and could
-	// starve the server of descriptors while it tried. 256 levels is
-	// 2-3 times the deepest trees of real Homes (nested node_modules,
-	// Java packages, caches: 20-100) and keeps a save under about 520
-	// descriptors and a restore under about 260, inside the common limit
-	// of 1024 even where the runtime cannot raise it. Deeper paths are
+	// holds the descriptors of the chain of directories it is in (one per
+	// level: the open directory being read, whose read position cannot be
+	// given up and found again), so without a bound a job that makes a
+	// 12 000-deep chain of directories (mkdir a; cd a in a loop) made
+	// every save fail with "too many open files", and could starve the
+	// server of descriptors while it tried. 256 levels is 2-3 times the
+	// deepest trees of real Homes (nested node_modules, Java packages,
+	// caches: 20-100) and keeps a save and a restore under about 260
+	// descriptors each, inside the common limit of 1024 even where the
+	// runtime cannot raise it. Deeper paths are
 	// also past what path-based tools handle (a 256-level path of 16-byte
 	// names already exceeds PATH_MAX, 4096 bytes).
 	MaxDepth = 256
@@ -232,21 +225,22 @@ func Save(ctx context.Context, w io.Writer, home string, opts SaveOptions) (Save
 		excl:     m,
 		buf:      make([]byte, copyBufferSize),
 		links:    make(map[fileID]linkEntry),
-		hashOut:  sha256.New(),
 		path:     make([]string, 0, 32),
 		stateDir: stateIdentity(opts.StateDir),
 		opts:     opts,
 		root:     root,
 		home:     filepath.Clean(home),
 	}
-	s.out = &countingWriter{w: w, h: s.hashOut}
+	// Counted and hashed (for the trailers) by the encoder's flushing
+	// goroutine, off the walk's path.
+	s.out = streamsum.New(w)
 	enc, err := zstd.NewWriter(s.out, encoderOptions...)
 	if err != nil {
 		return SaveStats{}, fmt.Errorf("start zstd encoder: %w", err)
 	}
 	s.tw = tar.NewWriter(enc)
 
-	err = s.walk(root, "")
+	err = s.walk()
 	if err == nil {
 		err = s.tw.Close()
 	}
@@ -257,8 +251,8 @@ func Save(ctx context.Context, w io.Writer, home string, opts SaveOptions) (Save
 		// frame: the caller must see a cut archive, never a complete one.
 		enc.Reset(io.Discard)
 	}
-	st := SaveStats{Entries: s.entries, FileBytes: s.fileBytes, Bytes: s.out.n, SHA256: hex.EncodeToString(s.hashOut.Sum(nil)),
-		TooDeep: s.tooDeep, FirstTooDeep: s.firstTooDeep}
+	st := SaveStats{Entries: s.entries, FileBytes: s.fileBytes, Bytes: s.out.Len(), SHA256: s.out.Sum(),
+		TooDeep: int64(s.warnings.Count(treewalk.KindTooDeep)), FirstTooDeep: s.warnings.First(treewalk.KindTooDeep)}
 	if err != nil {
 		return st, err
 	}
@@ -309,8 +303,7 @@ type saver struct {
 	ctx       context.Context
 	excl      *matcher
 	tw        *tar.Writer
-	out       *countingWriter
-	hashOut   hash.Hash
+	out       *streamsum.Writer
 	buf       []byte
 	links     map[fileID]linkEntry
 	linkBytes int      // what links costs, counted as in maxHardLinkBytes
@@ -321,90 +314,9 @@ type saver struct {
 	home      string   // Home's path, cleaned
 	entries   int64
 	fileBytes int64
-	// tooDeep and firstTooDeep: the entries left out past MaxDepth.
-	tooDeep      int64
-	firstTooDeep string
-}
-
-// walk archives the entries of dir, whose name relative to Home is rel
-// ("" for Home itself, else ending in "/").
-func (s *saver) walk(dir *os.Root, rel string) error {
-	d, err := dir.Open(".")
-	if err != nil {
-		return fmt.Errorf("open directory %q: %w", shortName(rel), err)
-	}
-	defer d.Close()
-	if s.opts.Lexical {
-		ents, err := d.ReadDir(-1)
-		if err != nil {
-			return fmt.Errorf("read directory %q: %w", shortName(rel), err)
-		}
-		slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-		for _, de := range ents {
-			if err := s.ctx.Err(); err != nil {
-				return err
-			}
-			if err := s.entry(dir, rel, de); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for {
-		ents, rerr := d.ReadDir(readDirBatch)
-		for _, de := range ents {
-			if err := s.ctx.Err(); err != nil {
-				return err
-			}
-			if err := s.entry(dir, rel, de); err != nil {
-				return err
-			}
-		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return fmt.Errorf("read directory %q: %w", shortName(rel), rerr)
-		}
-	}
-}
-
-// entry archives one directory entry (and, for a directory, its subtree).
-func (s *saver) entry(dir *os.Root, rel string, de fs.DirEntry) error {
-	name := de.Name()
-	full := rel + name
-	if full == OriginalStateDir {
-		return nil // whatever it is, and whatever the patterns say
-	}
-	s.path = append(s.path, name)
-	defer func() { s.path = s.path[:len(s.path)-1] }()
-
-	t := de.Type()
-	if !t.IsDir() && !t.IsRegular() && t&fs.ModeSymlink == 0 {
-		// Sockets, FIFOs and devices are skipped: they have no content to
-		// save and cannot be recreated meaningfully elsewhere.
-		return nil
-	}
-	if s.excl.excluded(s.path, t.IsDir()) {
-		return nil
-	}
-	if len(s.path) > MaxDepth {
-		// Not opened: the walk holds no more handles than MaxDepth
-		// levels need (see MaxDepth).
-		if s.tooDeep == 0 {
-			s.firstTooDeep = shortName(full)
-		}
-		s.tooDeep++
-		return nil
-	}
-	switch {
-	case t.IsDir():
-		return s.dir(dir, name, full)
-	case t.IsRegular():
-		return s.file(dir, name, full)
-	default:
-		return s.symlink(dir, name, full)
-	}
+	// warnings counts the entries left out past MaxDepth and keeps the
+	// first one's name, shortened.
+	warnings *treewalk.Warnings
 }
 
 // shortName is name cut to at most maxNameInMessage bytes for an error or
@@ -424,124 +336,6 @@ func shortName(name string) string {
 		tail++
 	}
 	return name[:head] + "…" + name[tail:]
-}
-
-func (s *saver) dir(parent *os.Root, name, full string) error {
-	sub, err := parent.OpenRoot(name)
-	if vanished(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open directory %q: %w", shortName(full), err)
-	}
-	defer sub.Close()
-	fi, err := sub.Stat(".")
-	if err != nil {
-		return fmt.Errorf("stat directory %q: %w", shortName(full), err)
-	}
-	if !fi.IsDir() {
-		return nil // replaced during the walk
-	}
-	if s.stateDir != nil {
-		if id, _, ok := identity(fi); ok && id == *s.stateDir {
-			return nil // the server's own state: never archived
-		}
-	}
-	hdrName := full + "/"
-	if s.opts.BareDirNames {
-		hdrName = full
-	}
-	hdr := &tar.Header{
-		Typeflag: tar.TypeDir,
-		Name:     hdrName,
-		Mode:     tarMode(fi.Mode()),
-		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
-	}
-	if err := s.header(hdr); err != nil {
-		return err
-	}
-	return s.walk(sub, full+"/")
-}
-
-func (s *saver) symlink(dir *os.Root, name, full string) error {
-	fi, err := dir.Lstat(name)
-	if vanished(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("stat %q: %w", shortName(full), err)
-	}
-	if fi.Mode()&fs.ModeSymlink == 0 {
-		return nil // replaced during the walk
-	}
-	target, err := dir.Readlink(name)
-	if vanished(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read link %q: %w", shortName(full), err)
-	}
-	if s.opts.RelativeLinks {
-		target = s.relativeTarget(full, target)
-	}
-	return s.header(&tar.Header{
-		Typeflag: tar.TypeSymlink,
-		Name:     full,
-		Linkname: target,
-		Mode:     0o777,
-		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
-	})
-}
-
-func (s *saver) file(dir *os.Root, name, full string) error {
-	// O_NONBLOCK: if the entry was swapped for a FIFO since it was listed,
-	// opening it must not block the whole save.
-	f, err := dir.OpenFile(name, os.O_RDONLY|nonBlock, 0)
-	if vanished(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open %q: %w", shortName(full), err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("stat %q: %w", shortName(full), err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil // replaced during the walk
-	}
-	hdr := &tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     full,
-		Mode:     tarMode(fi.Mode()),
-		ModTime:  fi.ModTime().Truncate(time.Second), // as tar does; sub-second times would need a PAX header per entry
-		Size:     fi.Size(),
-	}
-	if id, nlink, ok := identity(fi); ok && nlink > 1 && !s.opts.NoHardLinks {
-		if first, seen := s.links[id]; seen {
-			hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first.name, 0
-			if first.left--; first.left == 0 {
-				delete(s.links, id) // every name met: none will ask again
-				s.linkBytes -= linkEntryCost + len(first.name)
-			} else {
-				s.links[id] = first
-			}
-			return s.header(hdr)
-		}
-		if cost := linkEntryCost + len(full); s.linkBytes+cost <= maxHardLinkBytes {
-			s.links[id] = linkEntry{name: full, left: nlink - 1}
-			s.linkBytes += cost
-		}
-	}
-	if err := s.header(hdr); err != nil {
-		return err
-	}
-	var r io.Reader = f
-	if testHookFileReader != nil {
-		r = testHookFileReader(full, r)
-	}
-	return s.copyFile(r, full, fi.Size())
 }
 
 // relativeTarget is the target written for the symlink full (relative to
@@ -628,39 +422,4 @@ func (s *saver) header(hdr *tar.Header) error {
 	}
 	s.entries++
 	return nil
-}
-
-// tarMode keeps the permission bits and setuid, setgid and sticky.
-func tarMode(m fs.FileMode) int64 {
-	mode := int64(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= 0o1000
-	}
-	return mode
-}
-
-// vanished reports an entry removed between listing and opening it: it is
-// simply not part of the snapshot, as if the walk had come a moment later.
-func vanished(err error) bool {
-	return err != nil && errors.Is(err, fs.ErrNotExist)
-}
-
-// countingWriter counts and hashes what goes through it.
-type countingWriter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	return n, err
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shellctl/shellctl/internal/httperr"
+	"github.com/shellctl/shellctl/internal/streamsum"
 )
 
 const (
@@ -248,7 +249,7 @@ func (sw *streamWriter) Write(p []byte) (int, error) {
 		sw.started = true
 		h := sw.w.Header()
 		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Trailer", TrailerStatus+", "+TrailerSHA256+", "+TrailerBytes)
+		streamsum.Declare(h, TrailerStatus, TrailerSHA256, TrailerBytes)
 		sw.w.WriteHeader(http.StatusOK)
 	}
 	return sw.w.Write(p)

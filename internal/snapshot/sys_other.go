@@ -11,5 +11,3 @@ type fileID struct {
 }
 
 func identity(fs.FileInfo) (fileID, uint64, bool) { return fileID{}, 0, false }
-
-const nonBlock = 0

@@ -22,5 +22,3 @@ func identity(fi fs.FileInfo) (id fileID, nlink uint64, ok bool) {
 	}
 	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}, uint64(st.Nlink), true
 }
-
-const nonBlock = syscall.O_NONBLOCK
