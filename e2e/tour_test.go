@@ -409,6 +409,12 @@ func TestTourMCPConfig(t *testing.T) {
 			if !slices.Equal(names, docTools) {
 				t.Errorf("the server offers the tools %q; docs/mcp.md's table names %q", names, docTools)
 			}
+			help, _ := exec.Command(filepath.Join(binDir, "shellctl"), "mcp", "--help").Output()
+			for _, n := range names {
+				if !regexp.MustCompile(`\b` + n + `\b`).Match(help) {
+					t.Errorf("shellctl mcp --help does not name the tool %s:\n%s", n, help)
+				}
+			}
 			res, err := sess.CallTool(c, &mcp.CallToolParams{Name: "shell_run", Arguments: map[string]any{"script": "echo hello from the tour", "timeout_seconds": 20}})
 			if err != nil {
 				t.Fatalf("tools/call shell_run: %v\nstderr: %s", err, stderr.String())
@@ -502,4 +508,210 @@ func TestTourDify(t *testing.T) {
 			t.Errorf("the stub's prompt after the block: %q, want it cleared", got)
 		}
 	}
+}
+
+// cliHelp is what `--help` says of one command: its subcommands and flags.
+type cliHelp struct {
+	subs  map[string]bool
+	flags map[string]bool // "--name" and "-x"
+}
+
+var (
+	helpFlagLine = regexp.MustCompile(`^\s+(?:-([A-Za-z0-9]), )?(--[a-z0-9][a-z0-9-]*)`)
+	helpSubLine  = regexp.MustCompile(`^\s+([a-z][a-z0-9-]*)\s`)
+)
+
+// helpOf runs bin path... --help once and reads its sections.
+func helpOf(t *testing.T, cache map[string]cliHelp, bin string, path []string) cliHelp {
+	t.Helper()
+	key := bin + " " + strings.Join(path, " ")
+	if h, ok := cache[key]; ok {
+		return h
+	}
+	out, err := exec.Command(bin, append(slices.Clone(path), "--help")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --help: %v\n%s", key, err, out)
+	}
+	h := cliHelp{subs: map[string]bool{}, flags: map[string]bool{"--help": true, "-h": true}}
+	section := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		switch {
+		case l == "":
+			section = ""
+		case strings.HasSuffix(l, ":") && !strings.HasPrefix(l, " "):
+			section = l
+		case section == "Available Commands:" || section == "Commands:":
+			if m := helpSubLine.FindStringSubmatch(l); m != nil {
+				h.subs[m[1]] = true
+			}
+		case strings.HasSuffix(section, "Flags:"):
+			if m := helpFlagLine.FindStringSubmatch(l); m != nil {
+				h.flags[m[2]] = true
+				if m[1] != "" {
+					h.flags["-"+m[1]] = true
+				}
+			}
+		}
+	}
+	cache[key] = h
+	return h
+}
+
+// simpleCommands splits a command line as a shell would, roughly: into
+// its simple commands (at unquoted | ; & ( ) and $( ), each a list of
+// words, quotes and backslashes taken away; redirections and their
+// targets are left out, and a comment ends the line.
+func simpleCommands(s string) [][]string {
+	var cmds [][]string
+	var words []string
+	var w strings.Builder
+	in, inWord, redirect := byte(0), false, false
+	flush := func() {
+		if inWord && !redirect {
+			words = append(words, w.String())
+		}
+		if inWord {
+			redirect = false
+		}
+		w.Reset()
+		inWord = false
+	}
+	end := func() {
+		flush()
+		if len(words) > 0 {
+			cmds = append(cmds, words)
+		}
+		words = nil
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case in != 0:
+			if c == in {
+				in = 0
+			} else {
+				w.WriteByte(c)
+			}
+		case c == '\'' || c == '"':
+			in, inWord = c, true
+		case c == '\\' && i+1 < len(s):
+			i++
+			w.WriteByte(s[i])
+			inWord = true
+		case c == ' ' || c == '\t' || c == '\n':
+			flush()
+		case c == '$' && i+1 < len(s) && s[i+1] == '(':
+			end()
+			i++
+		case c == '|' || c == ';' || c == '&' || c == '(' || c == ')':
+			end()
+		case c == '<' || c == '>':
+			flush()
+			redirect = true
+		case c == '#' && !inWord:
+			end()
+			return cmds
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	end()
+	return cmds
+}
+
+// TestTourExamplesMatchHelp: every shellctl and dify-agent command in a
+// code block of README.md and docs/ names a command its --help lists and
+// only flags that command's --help lists. (Hidden commands, such as
+// dify-agent's home-snapshot, are not in --help: their lines are left out.)
+func TestTourExamplesMatchHelp(t *testing.T) {
+	bins := map[string]string{"shellctl": filepath.Join(binDir, "shellctl"), "dify-agent": difyAgent(t)}
+	files := []string{"README.md"}
+	docs, _ := filepath.Glob("../docs/*.md")
+	for _, d := range docs {
+		files = append(files, "docs/"+filepath.Base(d))
+	}
+	assign := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	cache := map[string]cliHelp{}
+	checked := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(filepath.Join("..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inFence := false
+		lines := strings.Split(string(raw), "\n")
+		for n := 0; n < len(lines); n++ {
+			l := lines[n]
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				inFence = !inFence
+				continue
+			}
+			if !inFence {
+				continue
+			}
+			for strings.HasSuffix(l, `\`) && n+1 < len(lines) {
+				n++
+				l = strings.TrimSuffix(l, `\`) + " " + lines[n]
+			}
+			l = strings.TrimPrefix(strings.TrimSpace(l), "$ ")
+			for _, words := range simpleCommands(l) {
+				for len(words) > 0 && (assign.MatchString(words[0]) || words[0] == "sudo" || words[0] == "exec" || words[0] == "env") {
+					words = words[1:]
+				}
+				if len(words) == 0 || bins[filepath.Base(words[0])] == "" {
+					continue
+				}
+				bin := filepath.Base(words[0])
+				words = words[1:]
+				where := fmt.Sprintf("%s:%d: %s %s", f, n+1, bin, strings.Join(words, " "))
+				var path []string
+				h := helpOf(t, cache, bins[bin], nil)
+				i := 0
+				for ; i < len(words) && h.subs[words[i]]; i++ {
+					path = append(path, words[i])
+					h = helpOf(t, cache, bins[bin], path)
+				}
+				if len(path) == 0 && i < len(words) && !strings.HasPrefix(words[i], "-") {
+					if bin == "dify-agent" {
+						continue // an unknown first word is connect's ARGV
+					}
+					t.Errorf("%s: %q is no command of %s --help", where, words[i], bin)
+					continue
+				}
+				checked++
+				for _, w := range words[i:] {
+					if !strings.HasPrefix(w, "-") || w == "-" || w == "--" {
+						if bin == "shellctl" && len(path) == 1 && path[0] == "run" {
+							break // run's flags end at the script
+						}
+						if w == "--" {
+							break
+						}
+						continue
+					}
+					name := w
+					if k := strings.Index(name, "="); k > 0 {
+						name = name[:k]
+					}
+					if !strings.HasPrefix(name, "--") && len(name) > 2 {
+						// -it, -di: letters together.
+						for _, c := range name[1:] {
+							if !h.flags["-"+string(c)] {
+								t.Errorf("%s: -%c is no flag of %s %s --help", where, c, bin, strings.Join(path, " "))
+							}
+						}
+						continue
+					}
+					if !h.flags[name] {
+						t.Errorf("%s: %s is no flag of %s %s --help", where, name, bin, strings.Join(path, " "))
+					}
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("only %d commands found in the pages' code blocks: the test reads them wrong", checked)
+	}
+	t.Logf("%d commands checked against --help", checked)
 }
