@@ -89,33 +89,38 @@ func tourBlocks(t *testing.T, file, marker string) []tourBlock {
 }
 
 // tourStep is one command of a shell block and the output the page shows
-// for it (nil: none shown).
+// for it (shown: the lines as the page has them; nil: none shown).
 type tourStep struct {
-	cmd   string
-	shown []string
-	line  int
+	cmd        string
+	shown      []string
+	transcript bool // shown lines are a transcript's, not comments
+	line       int
 }
 
 // tourSteps splits a shell block into its commands (a line ending in `\`
-// goes on) and the output shown under each.
+// goes on) and the output shown under each. A block whose lines start
+// with "$ " is a transcript: those are the commands, and the lines under
+// one are its output, as a terminal shows them.
 func tourSteps(text string) []tourStep {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	transcript := slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "$ ") })
 	var steps []tourStep
 	prev := "" // "cmd", "shown", or "" after a blank line or prose
-	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		trim := strings.TrimSpace(l)
+		isCmd := !transcript || strings.HasPrefix(l, "$ ")
 		switch {
 		case trim == "":
 			prev = ""
-		case strings.HasPrefix(trim, "#"):
+		case transcript && !isCmd, !transcript && strings.HasPrefix(trim, "#"):
 			if prev == "cmd" || prev == "shown" {
 				last := &steps[len(steps)-1]
-				last.shown = append(last.shown, trim)
+				last.shown = append(last.shown, l)
 				prev = "shown"
 			}
 		default:
-			st := tourStep{cmd: l, line: i + 1}
+			st := tourStep{cmd: strings.TrimPrefix(l, "$ "), line: i + 1, transcript: transcript}
 			for strings.HasSuffix(st.cmd, `\`) && i+1 < len(lines) {
 				i++
 				st.cmd += "\n" + lines[i]
@@ -158,14 +163,19 @@ func tourOutputs(t *testing.T, out string, n int) []string {
 	return outs
 }
 
-// shownPattern is the output a page shows as a pattern: the comment
-// lines joined without their `#` and indent, `…` any text.
-func shownPattern(shown []string) *regexp.Regexp {
-	var b strings.Builder
-	for _, l := range shown {
-		b.WriteString(strings.TrimSpace(strings.TrimPrefix(l, "#")))
+// shownPattern is the output a step's page shows as a pattern, `…` any
+// text: a transcript's lines as they are; comment lines without their `#`
+// and indent, joined (they wrap one answer).
+func shownPattern(st tourStep) *regexp.Regexp {
+	var text string
+	if st.transcript {
+		text = strings.Join(st.shown, "\n")
+	} else {
+		for _, l := range st.shown {
+			text += strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#"))
+		}
 	}
-	parts := strings.Split(b.String(), "…")
+	parts := strings.Split(text, "…")
 	for i := range parts {
 		parts[i] = regexp.QuoteMeta(parts[i])
 	}
@@ -175,17 +185,20 @@ func shownPattern(shown []string) *regexp.Regexp {
 // checkTourOutputs compares what each step printed with what the page shows.
 func checkTourOutputs(t *testing.T, b tourBlock, steps []tourStep, outs []string, all string) {
 	t.Helper()
+	bad := false
 	for i, st := range steps {
 		got := outs[i]
 		if st.shown != nil {
-			if re := shownPattern(st.shown); !re.MatchString(got) {
+			if re := shownPattern(st); !re.MatchString(got) {
+				bad = true
 				t.Errorf("%s, line %d: %s\nprinted:\n  %s\nthe page shows:\n  %s", b, st.line, st.cmd, got, strings.Join(st.shown, "\n  "))
 			}
 		} else if strings.Contains(got, `"error":{`) {
+			bad = true
 			t.Errorf("%s, line %d: %s\nanswered an error the page does not show: %s", b, st.line, st.cmd, got)
 		}
 	}
-	if t.Failed() {
+	if bad {
 		t.Logf("everything the block printed:\n%s", all)
 	}
 }
@@ -444,9 +457,10 @@ func withServerArg(t *testing.T, b tourBlock, s *server, arg string) string {
 	return withServer(t, b, s, arg)
 }
 
-// TestTourDify runs the README's dify-agent block as an agent would, as a
-// shellctl job, against the fake Agent Stub, with an $EDITOR that changes
-// the prompt; the prompt must come back from the stub as edited, with its
+// TestTourDify runs the README's dify-agent block and docs/dify-agent.md's
+// marked transcripts as an agent would, as shellctl jobs, against the fake
+// Agent Stub, with an $EDITOR that changes the prompt. The README's shows
+// no output: the prompt must come back from the stub as edited, with its
 // CRLF, then be cleared.
 func TestTourDify(t *testing.T) {
 	bin := difyAgent(t)
@@ -454,15 +468,17 @@ func TestTourDify(t *testing.T) {
 	stub := fakestub.New(jwe)
 	hs := httptest.NewServer(stub)
 	t.Cleanup(func() { stub.Close(); hs.Close() })
-	const before = "Be brief.\r\nUse @[skill:search] first. \n"
-	const after = "Be terse.\r\nUse @[skill:search] first. \n"
-	stub.SetPrompt(before)
+	const before = "You are a helper. Be brief.\r\nUse @[skill:search] for facts. \n"
+	const after = "You are a helper. Be terse.\r\nUse @[skill:search] for facts. \n"
 
 	// Jobs may execute only from the read + execute paths: add the
 	// directory of the binaries under test to the default list.
 	ro := "SHELLCTL_LANDLOCK_RO_PATHS=/usr,/bin,/sbin,/lib,/lib64,/etc,/proc," + binDir
 	s := startServer(t, serverOpts{token: "tok", env: []string{ro}})
-	for _, b := range tourBlocks(t, "README.md", "tour-dify") {
+	blocks := tourBlocks(t, "README.md", "tour-dify")
+	blocks = append(blocks, tourBlocks(t, "docs/dify-agent.md", "tour-dify")...)
+	for _, b := range blocks {
+		stub.SetPrompt(before)
 		steps := tourSteps(b.text)
 		res, out := s.runDone(t, client.RunRequest{
 			Script: "set -e\n" + tourScript(steps),
@@ -479,6 +495,9 @@ func TestTourDify(t *testing.T) {
 		}
 		outs := tourOutputs(t, out, len(steps))
 		checkTourOutputs(t, b, steps, outs, out)
+		if b.file != "README.md" {
+			continue // the page shows what its commands print
+		}
 		var pulled, pushed, cleared []string
 		for i, st := range steps {
 			switch {
