@@ -163,10 +163,10 @@ func tourOutputs(t *testing.T, out string, n int) []string {
 	return outs
 }
 
-// shownPattern is the output a step's page shows as a pattern, `…` any
+// tourShownPattern is the output a step's page shows as a pattern, `…` any
 // text: a transcript's lines as they are; comment lines without their `#`
 // and indent, joined (they wrap one answer).
-func shownPattern(st tourStep) *regexp.Regexp {
+func tourShownPattern(st tourStep) *regexp.Regexp {
 	var text string
 	if st.transcript {
 		text = strings.Join(st.shown, "\n")
@@ -182,14 +182,14 @@ func shownPattern(st tourStep) *regexp.Regexp {
 	return regexp.MustCompile(`(?s)^` + strings.Join(parts, ".*") + `$`)
 }
 
-// checkTourOutputs compares what each step printed with what the page shows.
-func checkTourOutputs(t *testing.T, b tourBlock, steps []tourStep, outs []string, all string) {
+// tourCheckOutputs compares what each step printed with what the page shows.
+func tourCheckOutputs(t *testing.T, b tourBlock, steps []tourStep, outs []string, all string) {
 	t.Helper()
 	bad := false
 	for i, st := range steps {
 		got := outs[i]
 		if st.shown != nil {
-			if re := shownPattern(st); !re.MatchString(got) {
+			if re := tourShownPattern(st); !re.MatchString(got) {
 				bad = true
 				t.Errorf("%s, line %d: %s\nprinted:\n  %s\nthe page shows:\n  %s", b, st.line, st.cmd, got, strings.Join(st.shown, "\n  "))
 			}
@@ -203,9 +203,9 @@ func checkTourOutputs(t *testing.T, b tourBlock, steps []tourStep, outs []string
 	}
 }
 
-// withServer puts s's address where the page has the default one, and
+// tourWithServer puts s's address where the page has the default one, and
 // fails if the page has none or names another port of the default's.
-func withServer(t *testing.T, b tourBlock, s *server, text string) string {
+func tourWithServer(t *testing.T, b tourBlock, s *server, text string) string {
 	t.Helper()
 	u, err := url.Parse(s.URL)
 	if err != nil {
@@ -233,8 +233,8 @@ func tourTokenFile(t *testing.T, s *server) string {
 	return p
 }
 
-// readmeText is README.md as one string.
-func readmeText(t *testing.T) string {
+// tourReadme is README.md as one string.
+func tourReadme(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -252,7 +252,7 @@ func TestTourCurl(t *testing.T) {
 	}
 	blocks := tourBlocks(t, "README.md", "tour-curl")
 	// The README: "add `-H "Authorization: Bearer $(cat …)"` to every call".
-	m := regexp.MustCompile("add\\s+`(-H \"Authorization: Bearer [^`]+\")`\\s+to every call").FindStringSubmatch(readmeText(t))
+	m := regexp.MustCompile("add\\s+`(-H \"Authorization: Bearer [^`]+\")`\\s+to every call").FindStringSubmatch(tourReadme(t))
 	if m == nil {
 		t.Fatal("README.md no longer says which header to add with a token (add `-H \"Authorization: Bearer …\"` to every call)")
 	}
@@ -275,7 +275,7 @@ func TestTourCurl(t *testing.T) {
 						steps[i].cmd = strings.ReplaceAll(steps[i].cmd, "curl ", "curl "+h+" ")
 					}
 				}
-				script := withServer(t, b, s, tourScript(steps))
+				script := tourWithServer(t, b, s, tourScript(steps))
 				cmd := exec.CommandContext(ctx(t), "bash", "-e", "-o", "pipefail", "-c", script)
 				cmd.Dir = t.TempDir()
 				cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
@@ -284,7 +284,7 @@ func TestTourCurl(t *testing.T) {
 				if err := cmd.Run(); err != nil {
 					t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", b, err, out.String(), errb.String())
 				}
-				checkTourOutputs(t, b, steps, tourOutputs(t, out.String(), len(steps)), out.String())
+				tourCheckOutputs(t, b, steps, tourOutputs(t, out.String(), len(steps)), out.String())
 			}
 		})
 	}
@@ -299,8 +299,8 @@ type tourMCPConfig struct {
 	} `json:"mcpServers"`
 }
 
-// backticked returns the `names` in text that match re.
-func backticked(text string, re *regexp.Regexp) []string {
+// tourBackticked returns the `names` in text that match re.
+func tourBackticked(text string, re *regexp.Regexp) []string {
 	var names []string
 	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(text, -1) {
 		if re.MatchString(m[1]) && !slices.Contains(names, m[1]) {
@@ -319,7 +319,7 @@ func backticked(text string, re *regexp.Regexp) []string {
 // client. The README's config runs as written against make run's server
 // (no token) and with the two args it says to add for a token.
 func TestTourMCPConfig(t *testing.T) {
-	readme := readmeText(t)
+	readme := tourReadme(t)
 	sec := readme[strings.Index(readme, "## Use shellctl from an MCP client"):]
 	sec = sec[:strings.Index(sec[3:], "\n## ")+3]
 	m := regexp.MustCompile("add\\s+`(\"--token-file\",\\s*\"[^`]+\")`\\s+to\\s+`args`").FindStringSubmatch(sec)
@@ -332,7 +332,7 @@ func TestTourMCPConfig(t *testing.T) {
 	}
 	// The tools the README and docs/mcp.md name are those the server offers.
 	intro := sec[:strings.Index(sec, "```")]
-	readmeTools := backticked(intro, regexp.MustCompile(`^(shell_[a-z]+|[a-z]+_(file|dir))$`))
+	readmeTools := tourBackticked(intro, regexp.MustCompile(`^(shell_[a-z]+|[a-z]+_(file|dir))$`))
 	mcpDoc, err := os.ReadFile("../docs/mcp.md")
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +379,7 @@ func TestTourMCPConfig(t *testing.T) {
 				tok = tourTokenFile(t, s)
 			}
 			for k := range args {
-				args[k] = withServerArg(t, r.b, s, args[k])
+				args[k] = tourServerArg(t, r.b, s, args[k])
 				if args[k] == tourTokenPath {
 					if tok == "" {
 						t.Fatalf("%s names the token file %s for a server without a token", r.b, tourTokenPath)
@@ -449,12 +449,12 @@ func TestTourMCPConfig(t *testing.T) {
 	}
 }
 
-// withServerArg is withServer for one argument.
-func withServerArg(t *testing.T, b tourBlock, s *server, arg string) string {
+// tourServerArg is tourWithServer for one argument.
+func tourServerArg(t *testing.T, b tourBlock, s *server, arg string) string {
 	if !strings.Contains(arg, ":8765") {
 		return arg
 	}
-	return withServer(t, b, s, arg)
+	return tourWithServer(t, b, s, arg)
 }
 
 // TestTourDify runs the README's dify-agent block and docs/dify-agent.md's
@@ -494,7 +494,7 @@ func TestTourDify(t *testing.T) {
 			t.Fatalf("%s: the job exited %d:\n%s", b, code(res), out)
 		}
 		outs := tourOutputs(t, out, len(steps))
-		checkTourOutputs(t, b, steps, outs, out)
+		tourCheckOutputs(t, b, steps, outs, out)
 		if b.file != "README.md" {
 			continue // the page shows what its commands print
 		}
@@ -529,19 +529,19 @@ func TestTourDify(t *testing.T) {
 	}
 }
 
-// cliHelp is what `--help` says of one command: its subcommands and flags.
-type cliHelp struct {
+// tourHelp is what `--help` says of one command: its subcommands and flags.
+type tourHelp struct {
 	subs  map[string]bool
 	flags map[string]bool // "--name" and "-x"
 }
 
 var (
-	helpFlagLine = regexp.MustCompile(`^\s+(?:-([A-Za-z0-9]), )?(--[a-z0-9][a-z0-9-]*)`)
-	helpSubLine  = regexp.MustCompile(`^\s+([a-z][a-z0-9-]*)\s`)
+	tourHelpFlagLine = regexp.MustCompile(`^\s+(?:-([A-Za-z0-9]), )?(--[a-z0-9][a-z0-9-]*)`)
+	tourHelpSubLine  = regexp.MustCompile(`^\s+([a-z][a-z0-9-]*)\s`)
 )
 
-// helpOf runs bin path... --help once and reads its sections.
-func helpOf(t *testing.T, cache map[string]cliHelp, bin string, path []string) cliHelp {
+// tourHelpOf runs bin path... --help once and reads its sections.
+func tourHelpOf(t *testing.T, cache map[string]tourHelp, bin string, path []string) tourHelp {
 	t.Helper()
 	key := bin + " " + strings.Join(path, " ")
 	if h, ok := cache[key]; ok {
@@ -551,7 +551,7 @@ func helpOf(t *testing.T, cache map[string]cliHelp, bin string, path []string) c
 	if err != nil {
 		t.Fatalf("%s --help: %v\n%s", key, err, out)
 	}
-	h := cliHelp{subs: map[string]bool{}, flags: map[string]bool{"--help": true, "-h": true}}
+	h := tourHelp{subs: map[string]bool{}, flags: map[string]bool{"--help": true, "-h": true}}
 	section := ""
 	for _, l := range strings.Split(string(out), "\n") {
 		switch {
@@ -560,11 +560,11 @@ func helpOf(t *testing.T, cache map[string]cliHelp, bin string, path []string) c
 		case strings.HasSuffix(l, ":") && !strings.HasPrefix(l, " "):
 			section = l
 		case section == "Available Commands:" || section == "Commands:":
-			if m := helpSubLine.FindStringSubmatch(l); m != nil {
+			if m := tourHelpSubLine.FindStringSubmatch(l); m != nil {
 				h.subs[m[1]] = true
 			}
 		case strings.HasSuffix(section, "Flags:"):
-			if m := helpFlagLine.FindStringSubmatch(l); m != nil {
+			if m := tourHelpFlagLine.FindStringSubmatch(l); m != nil {
 				h.flags[m[2]] = true
 				if m[1] != "" {
 					h.flags["-"+m[1]] = true
@@ -576,11 +576,11 @@ func helpOf(t *testing.T, cache map[string]cliHelp, bin string, path []string) c
 	return h
 }
 
-// simpleCommands splits a command line as a shell would, roughly: into
+// tourSimpleCommands splits a command line as a shell would, roughly: into
 // its simple commands (at unquoted | ; & ( ) and $( ), each a list of
 // words, quotes and backslashes taken away; redirections and their
 // targets are left out, and a comment ends the line.
-func simpleCommands(s string) [][]string {
+func tourSimpleCommands(s string) [][]string {
 	var cmds [][]string
 	var words []string
 	var w strings.Builder
@@ -651,7 +651,7 @@ func TestTourExamplesMatchHelp(t *testing.T) {
 		files = append(files, "docs/"+filepath.Base(d))
 	}
 	assign := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
-	cache := map[string]cliHelp{}
+	cache := map[string]tourHelp{}
 	checked := 0
 	for _, f := range files {
 		raw, err := os.ReadFile(filepath.Join("..", f))
@@ -674,7 +674,7 @@ func TestTourExamplesMatchHelp(t *testing.T) {
 				l = strings.TrimSuffix(l, `\`) + " " + lines[n]
 			}
 			l = strings.TrimPrefix(strings.TrimSpace(l), "$ ")
-			for _, words := range simpleCommands(l) {
+			for _, words := range tourSimpleCommands(l) {
 				for len(words) > 0 && (assign.MatchString(words[0]) || words[0] == "sudo" || words[0] == "exec" || words[0] == "env") {
 					words = words[1:]
 				}
@@ -685,11 +685,11 @@ func TestTourExamplesMatchHelp(t *testing.T) {
 				words = words[1:]
 				where := fmt.Sprintf("%s:%d: %s %s", f, n+1, bin, strings.Join(words, " "))
 				var path []string
-				h := helpOf(t, cache, bins[bin], nil)
+				h := tourHelpOf(t, cache, bins[bin], nil)
 				i := 0
 				for ; i < len(words) && h.subs[words[i]]; i++ {
 					path = append(path, words[i])
-					h = helpOf(t, cache, bins[bin], path)
+					h = tourHelpOf(t, cache, bins[bin], path)
 				}
 				if len(path) == 0 && i < len(words) && !strings.HasPrefix(words[i], "-") {
 					if bin == "dify-agent" {
