@@ -24,7 +24,7 @@ func mcpCmd() *cobra.Command {
 		Short: "Serve the shell tools over MCP on stdin/stdout, driving a shellctl server",
 		Long: "Serve the Model Context Protocol on stdin and stdout (the stdio transport) with the tools shell_run, shell_wait,\n" +
 			"shell_input, shell_interrupt, shell_status, shell_list, shell_screen and shell_keys, which run jobs on the shellctl\n" +
-			"server given by --server.\n" +
+			"server given by --server, and read_file, write_file, edit_file and list_dir, which reach its files.\n" +
 			"stdout carries only the protocol; messages go to stderr.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
