@@ -12,6 +12,7 @@ import threading
 import unittest
 
 from shellctl import (
+    ArchiveError,
     AttachExit,
     AttachOutput,
     AttachRedraw,
@@ -23,7 +24,7 @@ from shellctl import (
     WatchReady,
 )
 
-from .harness import Server
+from .harness import CuttingProxy, Server
 
 srv: Server
 c: Client
@@ -164,6 +165,19 @@ class Files(APITest):
 
         self.assertAPIError(403, "path_not_allowed", c.archive, "/etc")
         self.assertAPIError(400, "invalid_request", c.archive, "arch", format="zip")
+
+    def test_archive_cut_before_its_trailers(self) -> None:
+        # The cut falls inside the tar, long before the trailers.
+        c.write_file("big/blob.bin", b"\x07" * (2 << 20), mkdirs=True)
+        proxy = CuttingProxy(srv.url, [{"cut_after": 300_000}])
+        try:
+            via = Client(proxy.url, token=srv.token)
+            a = via.archive("big")
+            with self.assertRaisesRegex(ArchiveError, "cut"):
+                a.read()
+            self.assertIsNone(a.trailers)
+        finally:
+            proxy.close()
 
     def test_watch(self) -> None:
         c.mkdir("watched")

@@ -17,7 +17,7 @@ import {
   type JobWindow,
   type WatchEvent,
 } from "../src/index.js";
-import { startServer, type TestServer } from "./harness.js";
+import { startServer, CuttingProxy, type TestServer } from "./harness.js";
 
 let srv: TestServer;
 let c: ShellctlClient;
@@ -173,7 +173,21 @@ test("files: archive streams, its trailers are read on Node and checked; fetch h
 
   await rejectsWith(c.archive("/etc"), 403, "path_not_allowed");
   await rejectsWith(c.archive("arch", { format: "zip" as "tar" }), 400, "invalid_request");
-  assert.ok(ArchiveError.prototype instanceof Error);
+});
+
+test("files: an archive cut before its trailers is an ArchiveError, never a success", async () => {
+  // Enough to outlast the answer's head and first chunk: the cut falls
+  // inside the tar, long before the trailers.
+  await c.writeFile("big/blob.bin", new Uint8Array(2 << 20).fill(7), { mkdirs: true });
+  const proxy = new CuttingProxy(new URL(srv.url), [{ cutAfter: 300_000 }]);
+  const via = new ShellctlClient({ baseUrl: await proxy.listen(), token: srv.token });
+  try {
+    const a = await via.archive("big");
+    await assert.rejects(a.collect(), (err: unknown) => err instanceof ArchiveError && /cut/.test(err.message));
+    await assert.rejects(a.trailers(), ArchiveError);
+  } finally {
+    await proxy.close();
+  }
 });
 
 test("files: watch reports a write, and its errors", async () => {
