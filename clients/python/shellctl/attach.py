@@ -90,7 +90,7 @@ class AttachConnection:
         """Input bytes (a str goes as UTF-8), byte-exact. Blocks while the
         job does not read: the server holds the message until it does."""
         b = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        for at in range(0, max(len(b), 1), MAX_INPUT_MESSAGE):
+        for at in range(0, len(b), MAX_INPUT_MESSAGE):
             self._ws.send(b[at : at + MAX_INPUT_MESSAGE], frame_size=self.frame_size)
 
     def resize(self, cols: int, rows: int) -> None:

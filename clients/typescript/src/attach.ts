@@ -198,7 +198,7 @@ export class AttachConnection implements AsyncIterable<AttachMessage> {
    */
   async send(data: Uint8Array | string): Promise<void> {
     const b = typeof data === "string" ? new TextEncoder().encode(data) : data;
-    for (let at = 0; at < Math.max(b.length, 1); at += maxInputMessage) {
+    for (let at = 0; at < b.length; at += maxInputMessage) {
       await this.write(b.subarray(at, at + maxInputMessage));
     }
   }

@@ -333,10 +333,45 @@ test("attach: a language-server-like round trip through cat over a stdin pipe, b
   assert.equal(conn.exit?.offset, bodies.reduce((n, b) => n + lspFrame(b).length, 0));
 });
 
-test("attach: a pty job with resize, the token as a subprotocol entry", async () => {
+/**
+ * A browser's WebSocket, as far as the client can tell: the standard
+ * constructor (url, protocols) and interface only, no header, no send
+ * callback, no pause (ws underneath, as Node 20 has no global one).
+ */
+class StandardWebSocket {
+  private readonly ws: WsWebSocket;
+  constructor(url: string, protocols: string[]) {
+    this.ws = new WsWebSocket(url, protocols);
+  }
+  get binaryType(): string {
+    return this.ws.binaryType;
+  }
+  set binaryType(v: string) {
+    this.ws.binaryType = v as "arraybuffer";
+  }
+  get readyState(): number {
+    return this.ws.readyState;
+  }
+  get protocol(): string {
+    return this.ws.protocol;
+  }
+  get bufferedAmount(): number {
+    return this.ws.bufferedAmount;
+  }
+  send(data: string | Uint8Array): void {
+    this.ws.send(data);
+  }
+  close(code?: number, reason?: string): void {
+    this.ws.close(code, reason);
+  }
+  addEventListener(type: string, fn: (ev: any) => void): void {
+    this.ws.addEventListener(type as "message", fn);
+  }
+}
+
+test("attach: a pty job with resize, through a standard WebSocket (the token as a subprotocol entry)", async () => {
   const r = await c.run({ script: 'read line; echo "got $line"; stty size; read x', timeout: 0.001, terminal: { cols: 80, rows: 24 } });
-  // ws as a browser's WebSocket would be used: the token in the subprotocol list.
-  const conn = await c.attach(r.job_id, { auth: "subprotocol", WebSocket: WsWebSocket });
+  const conn = await c.attach(r.job_id, { WebSocket: StandardWebSocket });
   const first = await conn.next();
   assert.equal(first?.type, "redraw");
   await conn.resize(100, 30);
@@ -351,15 +386,20 @@ test("attach: a pty job with resize, the token as a subprotocol entry", async ()
   let last: AttachMessage | null = null;
   for await (const m of conn) last = m;
   assert.equal(last?.type, "exit");
+  // A standard WebSocket cannot send the header.
+  await assert.rejects(c.attach(r.job_id, { WebSocket: StandardWebSocket, auth: "header" }), /cannot send an Authorization header/);
 });
 
-test("attach: refusals are the API's errors", async () => {
-  await rejectsWith(c.attach("no-such-job"), 404, "job_not_found");
+test("attach: refusals are the API's errors (ws), a bare close (standard WebSocket)", async () => {
+  await rejectsWith(c.attach("no-such-job", { WebSocket: WsWebSocket }), 404, "job_not_found");
   const plain = await c.run({ script: "exec sleep 300", mode: "stdio", timeout: 0.001 });
-  await rejectsWith(c.attach(plain.job_id), 409, "input_unsupported");
+  await rejectsWith(c.attach(plain.job_id, { WebSocket: WsWebSocket }), 409, "input_unsupported");
   await c.terminate(plain.job_id, 0);
   const bad = new ShellctlClient({ baseUrl: srv.url, token: "wrong" });
-  await assert.rejects(bad.attach(plain.job_id), (e: unknown) => e instanceof ShellctlError && e.status === 401);
+  await assert.rejects(bad.attach(plain.job_id, { WebSocket: WsWebSocket }), (e: unknown) => e instanceof ShellctlError && e.status === 401);
+  // The token in the subprotocol list is checked as the header is.
+  await assert.rejects(bad.attach(plain.job_id, { WebSocket: WsWebSocket, auth: "subprotocol" }), (e: unknown) => e instanceof ShellctlError && e.status === 401);
+  await assert.rejects(c.attach("no-such-job", { WebSocket: StandardWebSocket }), (e: unknown) => e instanceof Error && !(e instanceof ShellctlError));
 });
 
 // tarNames lists the names of a tar's entries (ustar headers, 512-byte blocks).
