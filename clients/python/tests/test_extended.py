@@ -47,6 +47,16 @@ def wait_done(job_id: str) -> JobResult:
             return w
 
 
+def started(pipe: bool = False) -> JobResult:
+    """A stdio job that has started (its run answers once "up" is out) and
+    then sleeps without reading its stdin; a job ended before it started
+    is not what these tests are about."""
+    stdin = "pipe" if pipe else None
+    r = c.run("echo up; exec sleep 300", mode="stdio", timeout=30, idle_flush_seconds=0.05, stdin=stdin)
+    assert r.output == "up\n", r
+    return r
+
+
 class APITest(unittest.TestCase):
     def assertAPIError(self, status: int, code: str, fn, *args, **kw) -> ShellctlError:
         with self.assertRaises(ShellctlError) as cm:
@@ -213,7 +223,7 @@ class Pipes(APITest):
 
     def test_backpressure_says_what_was_taken(self) -> None:
         # The job never reads: the pipe (64 KiB) fills, the rest waits.
-        r = c.run("exec sleep 300", mode="stdio", stdin="pipe", timeout=0.001)
+        r = started(pipe=True)
         big = b"x" * (1 << 20)
         with self.assertRaises(InputBackpressureError) as cm:
             c.input(r.job_id, data=big, eof=True, timeout=1)
@@ -225,12 +235,12 @@ class Pipes(APITest):
         c.terminate(r.job_id, 0)
 
     def test_stdin_closed_and_pty_refusal(self) -> None:
-        r = c.run("exec sleep 300", mode="stdio", stdin="pipe", timeout=0.001)
+        r = started(pipe=True)
         c.input(r.job_id, eof=True, timeout=0)
         self.assertAPIError(409, "stdin_closed", c.input, r.job_id, "more")
         c.terminate(r.job_id, 0)
         self.assertAPIError(422, "validation_error", c.run, "true", stdin="pipe")
-        plain = c.run("exec sleep 300", mode="stdio", timeout=0.001)
+        plain = started()
         self.assertAPIError(409, "input_unsupported", c.input, plain.job_id, data=b"x")
         c.terminate(plain.job_id, 0)
 
@@ -334,7 +344,7 @@ class Attach(APITest):
 
     def test_refusals(self) -> None:
         self.assertAPIError(404, "job_not_found", c.attach, "no-such-job")
-        plain = c.run("exec sleep 300", mode="stdio", timeout=0.001)
+        plain = started()
         self.assertAPIError(409, "input_unsupported", c.attach, plain.job_id)
         c.terminate(plain.job_id, 0)
         bad = Client(srv.url, token="wrong")

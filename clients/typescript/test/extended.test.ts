@@ -37,6 +37,15 @@ async function waitDone(id: string): Promise<JobWindow> {
   }
 }
 
+// started runs a stdio job that has started (its run answers once "up" is
+// out) and then sleeps without reading its stdin; a job ended before it
+// started is not what these tests are about.
+async function started(stdin?: "pipe"): Promise<JobWindow> {
+  const r = await c.run({ script: "echo up; exec sleep 300", mode: "stdio", timeout: 30, idle_flush_seconds: 0.05, ...(stdin ? { stdin } : {}) });
+  assert.equal(r.output, "up\n");
+  return r;
+}
+
 async function rejectsWith(p: Promise<unknown>, status: number, code: string): Promise<ShellctlError> {
   let got: ShellctlError | undefined;
   await assert.rejects(p, (err: unknown) => {
@@ -218,7 +227,7 @@ test("pipes: bytes through cat, eof; backpressure says what was taken; refusals"
   await rejectsWith(c.input(r.job_id, { text: "late" }), 409, "job_not_running");
 
   // The job never reads: the pipe (64 KiB) fills, the rest waits.
-  const s = await c.run({ script: "exec sleep 300", mode: "stdio", stdin: "pipe", timeout: 0.001 });
+  const s = await started("pipe");
   const big = new Uint8Array(1 << 20).fill(0x78);
   await assert.rejects(c.inputBytes(s.job_id, big, { eof: true, timeout: 1 }), (err: unknown) => {
     assert.ok(err instanceof InputBackpressureError, String(err));
@@ -233,13 +242,13 @@ test("pipes: bytes through cat, eof; backpressure says what was taken; refusals"
   await c.terminate(s.job_id, 0);
 
   await rejectsWith(c.run({ script: "true", stdin: "pipe" }), 422, "validation_error");
-  const plain = await c.run({ script: "exec sleep 300", mode: "stdio", timeout: 0.001 });
+  const plain = await started();
   await rejectsWith(c.inputBytes(plain.job_id, new Uint8Array([1])), 409, "input_unsupported");
   await c.terminate(plain.job_id, 0);
 });
 
 test("pipes: stdin_closed after eof", async () => {
-  const r = await c.run({ script: "exec sleep 300", mode: "stdio", stdin: "pipe", timeout: 0.001 });
+  const r = await started("pipe");
   await c.input(r.job_id, { eof: true, timeout: 0 });
   await rejectsWith(c.input(r.job_id, { text: "more" }), 409, "stdin_closed");
   await c.terminate(r.job_id, 0);
@@ -392,7 +401,7 @@ test("attach: a pty job with resize, through a standard WebSocket (the token as 
 
 test("attach: refusals are the API's errors (ws), a bare close (standard WebSocket)", async () => {
   await rejectsWith(c.attach("no-such-job", { WebSocket: WsWebSocket }), 404, "job_not_found");
-  const plain = await c.run({ script: "exec sleep 300", mode: "stdio", timeout: 0.001 });
+  const plain = await started();
   await rejectsWith(c.attach(plain.job_id, { WebSocket: WsWebSocket }), 409, "input_unsupported");
   await c.terminate(plain.job_id, 0);
   const bad = new ShellctlClient({ baseUrl: srv.url, token: "wrong" });
