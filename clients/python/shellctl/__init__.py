@@ -5,9 +5,30 @@
     r = c.run("echo hello", mode="stdio")
 """
 
+from .attach import (
+    AttachConnection,
+    AttachError,
+    AttachExit,
+    AttachOther,
+    AttachOutput,
+    AttachRedraw,
+    AttachResume,
+)
 from .client import Answer, Client
-from .errors import ShellctlError, StreamOrderError
+from .errors import AttachClosedError, InputBackpressureError, ShellctlError, StreamOrderError
+from .files import Archive, ArchiveError, FileWatch
 from .models import (
+    ArchiveTrailers,
+    ArchiveWarning,
+    FileContent,
+    FileEdited,
+    FileEntry,
+    FileList,
+    FileStat,
+    FileWritten,
+    WatchChange,
+    WatchOverflow,
+    WatchReady,
     Cursor,
     EndEvent,
     Info,
@@ -27,10 +48,30 @@ from .stream import JobStream
 
 __all__ = [
     "Answer",
+    "Archive",
+    "ArchiveError",
+    "ArchiveTrailers",
+    "ArchiveWarning",
+    "AttachClosedError",
+    "AttachConnection",
+    "AttachError",
+    "AttachExit",
+    "AttachOther",
+    "AttachOutput",
+    "AttachRedraw",
+    "AttachResume",
     "Client",
     "Cursor",
     "EndEvent",
+    "FileContent",
+    "FileEdited",
+    "FileEntry",
+    "FileList",
+    "FileStat",
+    "FileWatch",
+    "FileWritten",
     "Info",
+    "InputBackpressureError",
     "InputWaitEvent",
     "JobInfo",
     "JobResult",
@@ -45,4 +86,7 @@ __all__ = [
     "StateEvent",
     "StreamOrderError",
     "Terminal",
+    "WatchChange",
+    "WatchOverflow",
+    "WatchReady",
 ]

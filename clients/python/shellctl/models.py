@@ -233,3 +233,144 @@ class OtherEvent:
     event: str
     data: str
     type: str = "other"
+
+
+# --- the file routes (docs/files.md) ---
+
+
+@dataclass
+class FileStat:
+    """GET /v1/files/stat. ``type``: file, dir, symlink, fifo, socket or device; ``mode`` octal text."""
+
+    path: str
+    type: str
+    size: int
+    mode: str
+    mtime: str
+    link_target: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FileStat":
+        return _build(cls, d)
+
+
+@dataclass
+class FileEntry:
+    name: str
+    type: str
+    size: int
+    mode: str
+    mtime: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FileEntry":
+        return _build(cls, d)
+
+
+@dataclass
+class FileList:
+    """GET /v1/files/list: entries sorted by name; ``truncated`` when more were left out."""
+
+    path: str
+    entries: List[FileEntry]
+    truncated: bool
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FileList":
+        return _build(cls, d, entries=[FileEntry.from_dict(e) for e in d.get("entries") or []])
+
+
+@dataclass
+class FileContent:
+    """GET /v1/files/content: ``status`` 200 (all), 206 (the range asked)
+    or 304 (``if_none_match`` named this version: no data). ``data`` is
+    None when the bytes went to a file (``to=``)."""
+
+    status: int
+    etag: Optional[str]
+    length: Optional[int]
+    content_range: Optional[str]
+    data: Optional[bytes]
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
+
+
+@dataclass
+class FileWritten:
+    """PUT /v1/files/content: ``created`` (201) or replaced (200)."""
+
+    path: str
+    size: int
+    sha256: str
+    created: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], **more: Any) -> "FileWritten":
+        return _build(cls, d, **more)
+
+
+@dataclass
+class FileEdited:
+    path: str
+    replacements: int
+    sha256: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FileEdited":
+        return _build(cls, d)
+
+
+@dataclass
+class ArchiveWarning:
+    """One entry of X-Archive-Warnings: ``kind`` (changed, max_files, …,
+    or KIND_more), the path relative to the archived directory, and how
+    many warnings of that kind there were in all."""
+
+    kind: str
+    count: int
+    path: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ArchiveWarning":
+        return _build(cls, d)
+
+
+@dataclass
+class ArchiveTrailers:
+    """The archive's trailers, which say it succeeded: ``status`` ok, or
+    truncated when a bound stopped it."""
+
+    status: str
+    files: int
+    bytes: int
+    sha256: str
+    warnings: List[ArchiveWarning]
+
+
+@dataclass
+class WatchReady:
+    """The watches are in place: changes from now on are reported."""
+
+    path: str
+    dirs: int
+    type: str = "ready"
+
+
+@dataclass
+class WatchChange:
+    """``op``: create, write, remove or rename; ``path`` absolute; ``kind``: file or dir."""
+
+    op: str
+    path: str
+    kind: str
+    type: str = "change"
+
+
+@dataclass
+class WatchOverflow:
+    """Events were lost (the kernel's queue overflowed): list the directory again."""
+
+    path: str
+    type: str = "overflow"

@@ -33,7 +33,12 @@ class Server:
         os.mkdir(self.home)
         os.mkdir(self.state_dir, 0o700)
         self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", self.state_dir, "--token", TOKEN],
+            [
+                binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", self.state_dir, "--token", TOKEN,
+                # The egress proxy, for prepare: its CA goes beside the state
+                # dir, not to the machine-wide default another server shares.
+                "--egress-proxy", "127.0.0.1:0", "--egress-ca-out", os.path.join(self.root, "egress"),
+            ],  # fmt: skip
             env={"HOME": self.home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -192,7 +192,7 @@ export class JobStream implements AsyncIterable<StreamEvent> {
 /** An output chunk out of order: the server and client disagree, not a network fault. */
 export class StreamOrderError extends Error {}
 
-interface RawEvent {
+export interface RawEvent {
   event: string;
   id: string | null;
   data: string;
@@ -200,7 +200,7 @@ interface RawEvent {
 
 // parseEvents splits a text/event-stream body into events (comments and
 // keep-alives dropped).
-async function* parseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<RawEvent> {
+export async function* parseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<RawEvent> {
   const decoder = new TextDecoder();
   let buf = "";
   let event = "";

@@ -35,7 +35,11 @@ export async function startServer(): Promise<TestServer> {
   mkdirSync(home);
   mkdirSync(stateDir, { mode: 0o700 });
   const token = "ts-client-test-token";
-  const proc = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir, "--token", token], {
+  const args = ["serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir, "--token", token];
+  // The egress proxy, for prepare: its CA goes beside the state dir, not to
+  // the machine-wide default another server shares.
+  args.push("--egress-proxy", "127.0.0.1:0", "--egress-ca-out", path.join(root, "egress"));
+  const proc = spawn(bin, args, {
     env: { HOME: home, PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" },
     stdio: ["ignore", "ignore", "pipe"],
   });
