@@ -12,11 +12,24 @@ import (
 )
 
 // sizeEventGap is the least time between two "output grew" events while
-// output streams: the first byte after a quiet spell is announced at once,
-// a flood costs at most one event per gap instead of one per write (which
-// for a job printing hundreds of MB/s would make the events, not the
-// output, the work). A millisecond is far below anything a waiter can tell.
-const sizeEventGap = time.Millisecond
+// output streams: a flood costs at most one event per gap instead of one
+// per write (which for a job printing hundreds of MB/s would make the
+// events, not the output, the work). A millisecond is far below anything
+// a waiter can tell.
+//
+// Output that follows a pause of at least sizeEventQuiet after the last
+// event is announced at once, gap or not: an answer to input (a line back
+// from cat, a shell's prompt, a keystroke's echo) comes after the program
+// waited for that input, and a client going back and forth with the job
+// faster than the gap would otherwise wait out the rest of the gap on
+// every exchange. A job that prints without pause grows again at once
+// after each event, so it is still coalesced to one event per gap; at
+// worst (output in bursts spaced just over sizeEventQuiet) the events are
+// one per sizeEventQuiet.
+const (
+	sizeEventGap   = time.Millisecond
+	sizeEventQuiet = sizeEventGap / 4
+)
 
 // sendSizes publishes output growth, coalesced: never a queue that grows
 // with the output.
@@ -29,22 +42,33 @@ func (r *Runner) sendSizes() {
 		case <-r.done:
 			return
 		}
-		if wait := sizeEventGap - time.Since(lastSent); wait > 0 {
+		if wait := sizeEventGap - time.Since(lastSent); wait > 0 && !r.pausedSince(lastSent) {
 			select {
 			case <-time.After(wait):
 			case <-r.done:
 				return
 			}
 		}
+		// Noted before the sizes are read: growth after this point that
+		// the event misses marks a time after lastSent.
+		now := time.Now()
+		r.grewAfterEvent.Store(0)
 		n, e, raw := r.size.Load(), r.errSize.Load(), r.rawSize.Load()
 		if n == last && e == lastErr && raw == lastRaw {
 			continue
 		}
 		last, lastErr, lastRaw = n, e, raw
-		lastSent = time.Now()
+		lastSent = now
 		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e, RawSize: raw})
 		r.iw.event() // input-wait: a prompt may have been printed
 	}
+}
+
+// pausedSince reports whether the output first grew at least
+// sizeEventQuiet after the event sent at t (sizeEventQuiet).
+func (r *Runner) pausedSince(t time.Time) bool {
+	first := r.grewAfterEvent.Load()
+	return first != 0 && first-t.UnixNano() >= int64(sizeEventQuiet)
 }
 
 // outWriter writes output.log, counts it and enforces --max-output-bytes.
@@ -112,7 +136,20 @@ func (r *Runner) outputFailed() error {
 
 func (r *Runner) grew(n int64) {
 	outputBusy(r.size.Add(n))
-	r.lastWrite.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	r.lastWrite.Store(now)
+	r.sizeChanged(now)
+}
+
+// sizeChanged wakes sendSizes, noting when the output first grew after
+// the last event (now: the time, when the caller has it; 0: take it).
+func (r *Runner) sizeChanged(now int64) {
+	if r.grewAfterEvent.Load() == 0 {
+		if now == 0 {
+			now = time.Now().UnixNano()
+		}
+		r.grewAfterEvent.CompareAndSwap(0, now)
+	}
 	select {
 	case r.sizeCh <- struct{}{}:
 	default:

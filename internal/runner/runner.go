@@ -79,10 +79,13 @@ type Runner struct {
 	errSize   atomic.Int64 // stderr.log's size (stdio jobs), announced with size
 	rawSize   atomic.Int64 // the terminal's raw bytes, once attached (raw.go), announced with size
 	sizeCh    chan struct{}
-	lastWrite atomic.Int64  // unix ns of the last output write
-	done      chan struct{} // closed when exit is set
-	exitAck   chan struct{}
-	ackOnce   sync.Once
+	lastWrite atomic.Int64 // unix ns of the last output write
+	// grewAfterEvent: unix ns of the first growth of the output after
+	// the last size event (0: none yet), for sendSizes's pacing.
+	grewAfterEvent atomic.Int64
+	done           chan struct{} // closed when exit is set
+	exitAck        chan struct{}
+	ackOnce        sync.Once
 
 	tracker      proctree.Tracker // set under rmu (the reaper reads it)
 	cgroupPath   string           // the job's cgroup directory, when it has one
