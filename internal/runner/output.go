@@ -17,8 +17,8 @@ import (
 // events, not the output, the work). A millisecond is far below anything
 // a waiter can tell.
 //
-// Output that follows a pause of at least sizeEventQuiet after the last
-// event is announced at once, gap or not: an answer to input (a line back
+// Output that follows a pause of at least sizeEventQuiet (no growth of
+// any of the sizes for that long) is announced at once, gap or not: an answer to input (a line back
 // from cat, a shell's prompt, a keystroke's echo) comes after the program
 // waited for that input, and a client going back and forth with the job
 // faster than the gap would otherwise wait out the rest of the gap on
@@ -42,17 +42,17 @@ func (r *Runner) sendSizes() {
 		case <-r.done:
 			return
 		}
-		if wait := sizeEventGap - time.Since(lastSent); wait > 0 && !r.pausedSince(lastSent) {
+		if wait := sizeEventGap - time.Since(lastSent); wait > 0 && !r.grewAfterPause.Load() {
 			select {
 			case <-time.After(wait):
 			case <-r.done:
 				return
 			}
 		}
-		// Noted before the sizes are read: growth after this point that
-		// the event misses marks a time after lastSent.
+		// Cleared before the sizes are read: a pause and growth that
+		// this event misses set it again.
 		now := time.Now()
-		r.grewAfterEvent.Store(0)
+		r.grewAfterPause.Store(false)
 		n, e, raw := r.size.Load(), r.errSize.Load(), r.rawSize.Load()
 		if n == last && e == lastErr && raw == lastRaw {
 			continue
@@ -62,13 +62,6 @@ func (r *Runner) sendSizes() {
 		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e, RawSize: raw})
 		r.iw.event() // input-wait: a prompt may have been printed
 	}
-}
-
-// pausedSince reports whether the output first grew at least
-// sizeEventQuiet after the event sent at t (sizeEventQuiet).
-func (r *Runner) pausedSince(t time.Time) bool {
-	first := r.grewAfterEvent.Load()
-	return first != 0 && first-t.UnixNano() >= int64(sizeEventQuiet)
 }
 
 // outWriter writes output.log, counts it and enforces --max-output-bytes.
@@ -141,14 +134,15 @@ func (r *Runner) grew(n int64) {
 	r.sizeChanged(now)
 }
 
-// sizeChanged wakes sendSizes, noting when the output first grew after
-// the last event (now: the time, when the caller has it; 0: take it).
+// sizeChanged wakes sendSizes, noting whether this growth came after the
+// output had been quiet for sizeEventQuiet (now: the time, when the
+// caller has it; 0: take it).
 func (r *Runner) sizeChanged(now int64) {
-	if r.grewAfterEvent.Load() == 0 {
-		if now == 0 {
-			now = time.Now().UnixNano()
-		}
-		r.grewAfterEvent.CompareAndSwap(0, now)
+	if now == 0 {
+		now = time.Now().UnixNano()
+	}
+	if prev := r.lastGrowth.Swap(now); now-prev >= int64(sizeEventQuiet) {
+		r.grewAfterPause.Store(true)
 	}
 	select {
 	case r.sizeCh <- struct{}{}:

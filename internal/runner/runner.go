@@ -80,9 +80,11 @@ type Runner struct {
 	rawSize   atomic.Int64 // the terminal's raw bytes, once attached (raw.go), announced with size
 	sizeCh    chan struct{}
 	lastWrite atomic.Int64 // unix ns of the last output write
-	// grewAfterEvent: unix ns of the first growth of the output after
-	// the last size event (0: none yet), for sendSizes's pacing.
-	grewAfterEvent atomic.Int64
+	// lastGrowth (unix ns) and grewAfterPause (the output grew after
+	// sizeEventQuiet without growth, since the last size event): for
+	// sendSizes's pacing.
+	lastGrowth     atomic.Int64
+	grewAfterPause atomic.Bool
 	done           chan struct{} // closed when exit is set
 	exitAck        chan struct{}
 	ackOnce        sync.Once
