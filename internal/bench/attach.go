@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/shellctl/shellctl/internal/client"
 )
 
@@ -17,22 +19,33 @@ import (
 // bytes go through untouched, none echoed): the round trip of one line
 // (sent as a binary message, read back from the raw terminal) against
 // the same line through a bare pipe to a local `cat`, and the throughput
-// of bytes sent and read back at once against the same through the
-// bare pipes.
+// of bytes sent and read back at once against the same through a bare
+// raw pty to a local `cat` (a terminal carries less than a pipe: the
+// line discipline's buffers are 4 KiB). And the throughput of a stdio
+// job's `cat` on a stdin pipe over attach against bare pipes.
 func benchAttach(ctx context.Context, e *Env, s Sizes) []*Row {
 	rt := &Row{Figure: "attach round trip, one line through cat (pty)", Unit: Millis, Target: Target{DiffAtMost, 1}}
 	tp := &Row{Figure: fmt.Sprintf("attach throughput, %d MiB through cat (pty)", s.PTYMiB), Unit: MBps, Target: Target{RatioAtLeast, 0.7}}
-	a, stop, err := attachCat(ctx, e)
+	tpp := &Row{Figure: fmt.Sprintf("attach throughput, %d MiB through cat (stdio pipe)", s.StdioMiB), Unit: MBps, Target: Target{RatioAtLeast, 0.7}}
+	rows := []*Row{rt, tp, tpp}
+	benchAttachPipe(ctx, e, s, tpp)
+	a, stop, err := attachCat(ctx, e, "pty")
 	if err != nil {
 		rt.Err, tp.Err = err.Error(), err.Error()
-		return []*Row{rt, tp}
+		return rows
 	}
 	defer stop()
 	floor, err := startPipeCat()
 	if err != nil {
-		rt.FloorErr, tp.FloorErr = err.Error(), err.Error()
+		rt.FloorErr = err.Error()
 	} else {
 		defer floor.close()
+	}
+	ptyFloor, err := startPTYCat()
+	if err != nil {
+		tp.FloorErr = err.Error()
+	} else {
+		defer ptyFloor.close()
 	}
 	var rts, fls []float64
 	for i := 0; i < s.Runs; i++ {
@@ -63,8 +76,8 @@ func benchAttach(ctx context.Context, e *Env, s Sizes) []*Row {
 			break
 		}
 		tps = append(tps, mbps(n, d))
-		if floor != nil {
-			if d, err := floor.through(n); err == nil {
+		if ptyFloor != nil {
+			if d, err := ptyFloor.through(n); err == nil {
 				tfl = append(tfl, mbps(n, d))
 			} else {
 				tp.FloorErr = err.Error()
@@ -72,8 +85,44 @@ func benchAttach(ctx context.Context, e *Env, s Sizes) []*Row {
 		}
 	}
 	tp.Runtime, tp.Floor = Summarize(tps), Summarize(tfl)
-	tp.Notes = append(tp.Notes, fmt.Sprintf("%d × %d MiB of text sent in 64 KiB binary messages to the same job while read back from its raw terminal, vs the same through bare pipes to a local `cat`", len(tps), s.PTYMiB))
-	return []*Row{rt, tp}
+	tp.Notes = append(tp.Notes, fmt.Sprintf("%d × %d MiB of text sent in 64 KiB binary messages to the same job while read back from its raw terminal, vs the same through a bare raw pty (`stty raw -echo; exec cat`)", len(tps), s.PTYMiB))
+	return rows
+}
+
+// benchAttachPipe measures a stdio job's `exec cat` on a stdin pipe over
+// attach (its stdout is output.log, read from the end) against bare pipes.
+func benchAttachPipe(ctx context.Context, e *Env, s Sizes, row *Row) {
+	a, stop, err := attachCat(ctx, e, "stdio")
+	if err != nil {
+		row.Err = err.Error()
+		return
+	}
+	defer stop()
+	floor, err := startPipeCat()
+	if err != nil {
+		row.FloorErr = err.Error()
+	} else {
+		defer floor.close()
+	}
+	n := s.StdioMiB << 20
+	var rt, fl []float64
+	for r := 0; r < s.Reps; r++ {
+		d, err := a.through(ctx, n)
+		if err != nil {
+			row.Err = err.Error()
+			return
+		}
+		rt = append(rt, mbps(n, d))
+		if floor != nil {
+			if d, err := floor.through(n); err == nil {
+				fl = append(fl, mbps(n, d))
+			} else {
+				row.FloorErr = err.Error()
+			}
+		}
+	}
+	row.Runtime, row.Floor = Summarize(rt), Summarize(fl)
+	row.Notes = append(row.Notes, fmt.Sprintf("%d × %d MiB of text sent in 64 KiB binary messages to a stdio job `exec cat` run with \"stdin\":\"pipe\", read back over the same WebSocket (its stdout, output.log), vs the same through bare pipes to a local `cat`", len(rt), s.StdioMiB))
 }
 
 // attachedCat is one attach to a raw-terminal cat job.
@@ -82,8 +131,12 @@ type attachedCat struct {
 	got  []byte // read past what was asked for so far
 }
 
-func attachCat(ctx context.Context, e *Env) (*attachedCat, func(), error) {
-	res, err := e.Client.Run(ctx, client.RunRequest{Script: "stty raw -echo; echo ready; exec cat", Mode: "pty", Timeout: 5})
+func attachCat(ctx context.Context, e *Env, mode string) (*attachedCat, func(), error) {
+	req := client.RunRequest{Script: "stty raw -echo; echo ready; exec cat", Mode: "pty", Timeout: 5}
+	if mode == "stdio" {
+		req = client.RunRequest{Script: "echo ready; exec cat", Mode: "stdio", Stdin: "pipe", Timeout: 5}
+	}
+	res, err := e.Client.Run(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,8 +153,9 @@ func attachCat(ctx context.Context, e *Env) (*attachedCat, func(), error) {
 		return nil, nil, err
 	}
 	a := &attachedCat{conn: conn}
-	// The redraw, and its message, are not cat's.
-	for redraw := false; !redraw; {
+	// The redraw, and its message, are not cat's (a stdio job's output
+	// starts at the end of output.log: no redraw).
+	for redraw := mode == "stdio"; !redraw; {
 		m, err := conn.Next(ctx)
 		if err != nil {
 			stop()
@@ -194,12 +248,34 @@ func (a *attachedCat) through(ctx context.Context, n int64) (time.Duration, erro
 	return time.Since(start), nil
 }
 
-// pipeCat is the floor: a local cat on two pipes.
+// pipeCat is the floor: a local cat on two pipes, or on a raw pty
+// (startPTYCat: in and out are its master).
 type pipeCat struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
-	out io.ReadCloser
+	out io.Reader
 	buf []byte
+}
+
+// startPTYCat starts `stty raw -echo; exec cat` in a bare pty, as the
+// attach bench's job runs.
+func startPTYCat() (*pipeCat, error) {
+	cmd := exec.Command("bash", "-c", "stty raw -echo; echo ready; exec cat")
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+	if err != nil {
+		return nil, err
+	}
+	p := &pipeCat{cmd: cmd, in: f, out: f, buf: make([]byte, 64<<10)}
+	var got []byte
+	for !bytes.Contains(got, []byte("ready")) {
+		k, err := f.Read(p.buf)
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("the floor's pty cat did not start: %v (%q)", err, got)
+		}
+		got = append(got, p.buf[:k]...)
+	}
+	return p, nil
 }
 
 func startPipeCat() (*pipeCat, error) {
@@ -263,7 +339,7 @@ func (p *pipeCat) through(n int64) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// close ends cat: the end of its input.
+// close ends cat: the end of its input (a pty's master closed: hung up).
 func (p *pipeCat) close() {
 	p.in.Close()
 	_ = p.cmd.Wait()

@@ -1,8 +1,10 @@
 package egress
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -127,4 +129,83 @@ func TestScrubReaderHoldsOnlyAPossibleValue(t *testing.T) {
 	if string(rest) != "__secret:a/b__!" {
 		t.Fatalf("rest %q", rest)
 	}
+}
+
+// TestScrubReaderRandom: random bodies full of values, near misses and
+// self-overlapping starts, read in random splits into buffers of random
+// sizes (small ones take the copying path, large ones the direct one),
+// come out as a plain left-to-right replacement of the whole body.
+func TestScrubReaderRandom(t *testing.T) {
+	pairs := []pair{{[]byte("abaabac"), []byte("<P1>")}, {[]byte("cab"), []byte("<P2>")}, {[]byte("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"), []byte("<P3>")}}
+	want := func(in []byte) []byte {
+		var out []byte
+		for i := 0; i < len(in); {
+			hit := false
+			for _, pr := range pairs {
+				if bytes.HasPrefix(in[i:], pr.value) {
+					out, i, hit = append(out, pr.placeholder...), i+len(pr.value), true
+					break
+				}
+			}
+			if !hit {
+				out, i = append(out, in[i]), i+1
+			}
+		}
+		return out
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 300; round++ {
+		in := make([]byte, rng.IntN(200_000))
+		for i := range in {
+			in[i] = "abcx"[rng.IntN(4)]
+			if rng.IntN(4000) == 0 { // runs of b, sometimes long enough for P3
+				for j := 0; j < rng.IntN(60) && i < len(in); j++ {
+					in[i] = 'b'
+					i++
+				}
+				i--
+			}
+		}
+		for k := 0; k < rng.IntN(40); k++ {
+			pr := pairs[rng.IntN(len(pairs))]
+			if at := rng.IntN(len(in) + 1); at+len(pr.value) <= len(in) {
+				copy(in[at:], pr.value)
+			}
+		}
+		split := 1 + rng.IntN(70_000)
+		src := &splitReader{b: in, max: split, rng: rng}
+		sr := newScrubReader(io.NopCloser(src), pairs)
+		var got []byte
+		for {
+			buf := make([]byte, 1+rng.IntN(100_000))
+			n, err := sr.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w := want(in); !bytes.Equal(got, w) {
+			t.Fatalf("round %d (split %d): %d bytes out, want %d", round, split, len(got), len(w))
+		}
+	}
+}
+
+// splitReader gives out b in reads of 1 to max bytes.
+type splitReader struct {
+	b   []byte
+	max int
+	rng *rand.Rand
+}
+
+func (r *splitReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(r.b), 1+r.rng.IntN(r.max))
+	copy(p, r.b[:n])
+	r.b = r.b[n:]
+	return n, nil
 }

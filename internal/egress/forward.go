@@ -1,10 +1,12 @@
 package egress
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 )
 
 // hopHeaders are the hop-by-hop headers (RFC 9110 §7.6.1) and the proxy's
@@ -174,6 +176,11 @@ func (p *Proxy) substitute(w http.ResponseWriter, out *http.Request, c client, h
 // compressed). The transport never follows redirects: a redirect is the
 // client's next request, matched on its own host.
 func (p *Proxy) roundTrip(w http.ResponseWriter, out *http.Request, c client, host string, pairs []pair) {
+	// cancel also ends a read of the upstream's body that a failed write
+	// to the job left waiting.
+	ctx, cancel := context.WithCancel(out.Context())
+	defer cancel()
+	out = out.WithContext(ctx)
 	resp, err := p.tr.RoundTrip(out)
 	if err != nil {
 		if out.Context().Err() != nil {
@@ -208,27 +215,41 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, out *http.Request, c client, ho
 		}
 	}
 	// As httputil.ReverseProxy does: an answer of unknown length or an
-	// event stream goes to the job write by write; one of known length
-	// is written as the buffers fill.
+	// event stream goes to the job as it comes; one of known length is
+	// written as the buffers fill.
 	stream := resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+	var flush func()
+	if stream {
+		flush = func() { _ = rc.Flush() }
+	}
+	if !stream && resp.ContentLength <= smallAnswer {
+		// Too small to gain from reading ahead: one loop, no goroutine.
+		buf := make([]byte, max(resp.ContentLength, 512))
+		for {
+			n, err := body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
 				return
 			}
-			if stream {
-				_ = rc.Flush()
-			}
-		}
-		if err != nil {
-			return
 		}
 	}
+	rb := ringBufs.Get().(*[]byte)
+	defer ringBufs.Put(rb)
+	_ = copyAhead(w, body, *rb, flush, cancel)
 }
+
+// smallAnswer is the largest answer of known length copied without a
+// read-ahead.
+const smallAnswer = 64 << 10
+
+// ringBufs are copyAhead's rings, kept between answers.
+var ringBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // scrubbedErr is err with its message scrubbed of values; errors.Is and
 // errors.As still see err.

@@ -14,10 +14,7 @@ func (c *errCounter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	if n > 0 {
 		outputBusy(c.r.errSize.Add(int64(n)))
-		select {
-		case c.r.sizeCh <- struct{}{}:
-		default:
-		}
+		c.r.sizeChanged(0)
 	}
 	return n, err
 }

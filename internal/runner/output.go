@@ -12,11 +12,24 @@ import (
 )
 
 // sizeEventGap is the least time between two "output grew" events while
-// output streams: the first byte after a quiet spell is announced at once,
-// a flood costs at most one event per gap instead of one per write (which
-// for a job printing hundreds of MB/s would make the events, not the
-// output, the work). A millisecond is far below anything a waiter can tell.
-const sizeEventGap = time.Millisecond
+// output streams: a flood costs at most one event per gap instead of one
+// per write (which for a job printing hundreds of MB/s would make the
+// events, not the output, the work). A millisecond is far below anything
+// a waiter can tell.
+//
+// Output that follows a pause of at least sizeEventQuiet (no growth of
+// any of the sizes for that long) is announced at once, gap or not: an answer to input (a line back
+// from cat, a shell's prompt, a keystroke's echo) comes after the program
+// waited for that input, and a client going back and forth with the job
+// faster than the gap would otherwise wait out the rest of the gap on
+// every exchange. A job that prints without pause grows again at once
+// after each event, so it is still coalesced to one event per gap; at
+// worst (output in bursts spaced just over sizeEventQuiet) the events are
+// one per sizeEventQuiet.
+const (
+	sizeEventGap   = time.Millisecond
+	sizeEventQuiet = sizeEventGap / 4
+)
 
 // sendSizes publishes output growth, coalesced: never a queue that grows
 // with the output.
@@ -29,19 +42,23 @@ func (r *Runner) sendSizes() {
 		case <-r.done:
 			return
 		}
-		if wait := sizeEventGap - time.Since(lastSent); wait > 0 {
+		if wait := sizeEventGap - time.Since(lastSent); wait > 0 && !r.grewAfterPause.Load() {
 			select {
 			case <-time.After(wait):
 			case <-r.done:
 				return
 			}
 		}
+		// Cleared before the sizes are read: a pause and growth that
+		// this event misses set it again.
+		now := time.Now()
+		r.grewAfterPause.Store(false)
 		n, e, raw := r.size.Load(), r.errSize.Load(), r.rawSize.Load()
 		if n == last && e == lastErr && raw == lastRaw {
 			continue
 		}
 		last, lastErr, lastRaw = n, e, raw
-		lastSent = time.Now()
+		lastSent = now
 		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e, RawSize: raw})
 		r.iw.event() // input-wait: a prompt may have been printed
 	}
@@ -112,7 +129,21 @@ func (r *Runner) outputFailed() error {
 
 func (r *Runner) grew(n int64) {
 	outputBusy(r.size.Add(n))
-	r.lastWrite.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	r.lastWrite.Store(now)
+	r.sizeChanged(now)
+}
+
+// sizeChanged wakes sendSizes, noting whether this growth came after the
+// output had been quiet for sizeEventQuiet (now: the time, when the
+// caller has it; 0: take it).
+func (r *Runner) sizeChanged(now int64) {
+	if now == 0 {
+		now = time.Now().UnixNano()
+	}
+	if prev := r.lastGrowth.Swap(now); now-prev >= int64(sizeEventQuiet) {
+		r.grewAfterPause.Store(true)
+	}
 	select {
 	case r.sizeCh <- struct{}{}:
 	default:

@@ -131,10 +131,7 @@ func (r *Runner) rawRequest(m *proto.Msg) *proto.Msg {
 // rawGrew announces raw output (the size events carry rawSize).
 func (r *Runner) rawGrew(n int64) {
 	r.rawSize.Store(n)
-	select {
-	case r.sizeCh <- struct{}{}:
-	default:
-	}
+	r.sizeChanged(0)
 }
 
 // redraw is the bytes that draw the screen now, and the raw offset the

@@ -79,10 +79,15 @@ type Runner struct {
 	errSize   atomic.Int64 // stderr.log's size (stdio jobs), announced with size
 	rawSize   atomic.Int64 // the terminal's raw bytes, once attached (raw.go), announced with size
 	sizeCh    chan struct{}
-	lastWrite atomic.Int64  // unix ns of the last output write
-	done      chan struct{} // closed when exit is set
-	exitAck   chan struct{}
-	ackOnce   sync.Once
+	lastWrite atomic.Int64 // unix ns of the last output write
+	// lastGrowth (unix ns) and grewAfterPause (the output grew after
+	// sizeEventQuiet without growth, since the last size event): for
+	// sendSizes's pacing.
+	lastGrowth     atomic.Int64
+	grewAfterPause atomic.Bool
+	done           chan struct{} // closed when exit is set
+	exitAck        chan struct{}
+	ackOnce        sync.Once
 
 	tracker      proctree.Tracker // set under rmu (the reaper reads it)
 	cgroupPath   string           // the job's cgroup directory, when it has one
