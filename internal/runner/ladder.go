@@ -98,6 +98,10 @@ func (r *Runner) terminate(reason string, grace time.Duration) {
 	r.ladder = ch
 	r.mu.Unlock()
 	defer close(ch)
+	// A terminate that comes while the job starts waits for its process:
+	// a ladder over a tree that has none yet would end nothing, and the
+	// job would then start and run with its terminate answered by none.
+	<-r.startDone
 	fg := r.foregroundGroup()
 	if err := proctree.Ladder(context.Background(), r.tracker, fg, grace); err != nil {
 		r.log.Error("terminate", "err", err)

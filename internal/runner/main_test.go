@@ -4,6 +4,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shellctl/shellctl/internal/isolation"
 )
@@ -28,6 +29,11 @@ func TestMain(m *testing.M) {
 					return nil
 				}
 			}
+			if os.Getenv(slowLaunchEnv) != "" {
+				// The job's process is made late, so that what the test
+				// sends meanwhile comes while the job starts.
+				testHookBeforeLaunch = func() { time.Sleep(300 * time.Millisecond) }
+			}
 			os.Exit(Main(os.Args[2:]))
 		case isolation.StageArg:
 			os.Exit(stageForTest())
@@ -37,6 +43,9 @@ func TestMain(m *testing.M) {
 }
 
 const runnerArg = "__runner"
+
+// slowLaunchEnv makes a test runner make its job's process 300 ms late.
+const slowLaunchEnv = "SHELLCTL_TEST_SLOW_LAUNCH"
 
 // failFirstStageEnv makes a test runner's first stage start fail.
 const failFirstStageEnv = "SHELLCTL_TEST_FAIL_FIRST_STAGE"

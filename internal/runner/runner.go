@@ -86,8 +86,12 @@ type Runner struct {
 	lastGrowth     atomic.Int64
 	grewAfterPause atomic.Bool
 	done           chan struct{} // closed when exit is set
-	exitAck        chan struct{}
-	ackOnce        sync.Once
+	// startDone is closed once the start is over: the job's process
+	// exists, or it never will (a start failure). A terminate that comes
+	// while the job starts runs its ladder only then (ladder.go).
+	startDone chan struct{}
+	exitAck   chan struct{}
+	ackOnce   sync.Once
 
 	tracker      proctree.Tracker // set under rmu (the reaper reads it)
 	cgroupPath   string           // the job's cgroup directory, when it has one
@@ -221,6 +225,7 @@ func Main(args []string) int {
 		conns:     map[*proto.Conn]struct{}{},
 		sizeCh:    make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		startDone: make(chan struct{}),
 		exitAck:   make(chan struct{}),
 		inputCh:   make(chan []byte, inputQueue),
 		early:     map[int]unix.WaitStatus{},
@@ -439,7 +444,9 @@ func (r *Runner) awaitAssign(ctl *proto.Conn) (*Spec, error) {
 func (r *Runner) run() int {
 	s := r.spec
 	go r.sendSizes()
-	if err := r.start(); err != nil {
+	err := r.start()
+	close(r.startDone)
+	if err != nil {
 		r.finishFailed(err)
 		r.closeTracker()
 		return 1

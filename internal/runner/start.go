@@ -539,6 +539,9 @@ func copyStdout(w *outWriter, src *os.File) error {
 // start, and nothing was reported for it.
 func (r *Runner) launch(cfg isolation.JobConfig, stdio [3]*os.File, tty bool) (isolation.Started, error) {
 	files := isolation.Files{Stdio: stdio, Cwd: r.cwdHandle, Home: r.homeHandle}
+	if testHookBeforeLaunch != nil {
+		testHookBeforeLaunch()
+	}
 	if r.direct {
 		return r.launchDirect(cfg, files, tty)
 	}
@@ -668,6 +671,10 @@ func (r *Runner) startStage() error {
 // testHookStartStage, when set (tests), runs first in startStage; its
 // error is startStage's.
 var testHookStartStage func() error
+
+// testHookBeforeLaunch, when set (tests), runs just before the job's
+// process is made: a terminate can then come while the job starts.
+var testHookBeforeLaunch func()
 
 // StageBinary is the stage's own binary, beside the runner's: it carries
 // only what a stage needs, so its start costs no initialisation of the

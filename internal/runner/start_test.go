@@ -429,3 +429,29 @@ func TestStageNotStartedAheadIsStartedForTheJob(t *testing.T) {
 	rr := startRealRunner(t, nil, failFirstStageEnv+"=1", throughStage)
 	rr.runsHi("the job's stage was started when the job came")
 }
+
+// A terminate that comes while the job starts, before its process exists,
+// ends the job once it does: a ladder over a tree with no process yet
+// ended nothing, the job then started, and the terminate was never
+// answered (the job ran on, and a second terminate hung as well). Both
+// starts, both modes.
+func TestTerminateWhileTheJobStarts(t *testing.T) {
+	for _, start := range []string{"direct", JobStartStage} {
+		for _, mode := range []string{"pty", "stdio"} {
+			t.Run(mode+"/"+start, func(t *testing.T) {
+				rr := startRealRunner(t, nil, JobStartEnv+"="+start, slowLaunchEnv+"=1")
+				rr.assign(mode, "exec sleep 300")
+				if err := rr.ctl.Send(&proto.Msg{T: proto.TTerminate, ID: 7, Grace: 5}); err != nil {
+					t.Fatal(err)
+				}
+				t0 := time.Now()
+				msgs := rr.end() // fails after 30 s without the exit
+				exit := msgs[len(msgs)-1]
+				if exit.Status != "terminated" || exit.Reason != ReasonTerminate {
+					t.Errorf("exit %+v: want terminated by the terminate request", exit)
+				}
+				t.Logf("ended %v after the terminate", time.Since(t0).Round(time.Millisecond))
+			})
+		}
+	}
+}
