@@ -103,6 +103,21 @@ func (j *job) setEnd(e store.Exit) {
 	if j.started.IsZero() && e.StartedAt != nil {
 		j.started = *e.StartedAt
 	}
+	// The facts of the start travel with the end too (a job whose process
+	// failed to become the job has no running event): its record, read
+	// before the end is written, has them as its row will.
+	if j.pid == 0 {
+		j.pid = e.PID
+	}
+	if j.pgid == 0 {
+		j.pgid = e.Pgid
+	}
+	if j.isolation == "" {
+		j.isolation = e.Isolation
+	}
+	if j.limits == "" {
+		j.limits = e.LimitsApplied
+	}
 	j.notifyLocked()
 }
 

@@ -315,3 +315,27 @@ func answeredNotRecorded(t *testing.T, id, status, reason string) (*Service, *jo
 	j.setEnd(end)
 	return s, j, end
 }
+
+// A job whose process failed to become the job (its confinement or its
+// exec failed) has no running event: the facts of its start come with its
+// end only. Its record, read between the end's arrival and its write, has
+// them all the same (CI saw an isolation-failed record without isolation).
+func TestRecordBeforeTheEndIsWrittenHasTheStartFacts(t *testing.T) {
+	s := newTestService(t)
+	s.runningDelay = time.Hour
+	j := addLive(t, s, "00000000000000d3")
+	code, started := 125, time.Now()
+	iso := `{"enabled":false,"error":"apply Landlock: forced"}`
+	j.setEnd(store.Exit{Status: store.StatusExited, ExitCode: &code, Reason: "isolation_failed", EndedAt: time.Now(),
+		StartedAt: &started, PID: 4242, Pgid: 4242, Isolation: iso})
+	rec, err := s.Record(context.Background(), j.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Isolation == nil || rec.Isolation.Error == nil || *rec.Isolation.Error != "apply Landlock: forced" {
+		t.Errorf("isolation = %+v, want the end's", rec.Isolation)
+	}
+	if rec.PID == nil || *rec.PID != 4242 || rec.Pgid == nil || *rec.Pgid != 4242 {
+		t.Errorf("pid %v pgid %v, want 4242", rec.PID, rec.Pgid)
+	}
+}
