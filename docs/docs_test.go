@@ -241,3 +241,31 @@ func TestAnchorSlugs(t *testing.T) {
 		t.Errorf("anchors: %v", a)
 	}
 }
+
+// TestFrontPageIsAFrontPage: README.md is read in five minutes and holds
+// no diary: at most 300 lines, no dates, no commit ids, no "this pass".
+// The history is git's and CHANGELOG.md's.
+func TestFrontPageIsAFrontPage(t *testing.T) {
+	md, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(md, []byte("\n")); n > 300 {
+		t.Errorf("README.md has %d lines; the front page keeps to 300 (move reference text into docs/)", n)
+	}
+	diary := []struct {
+		what string
+		re   *regexp.Regexp
+	}{
+		{"a date", regexp.MustCompile(`\b20\d\d-[01]\d-[0-3]\d\b|\b\d{1,2}:\d\d UTC\b`)},
+		{"a commit id", regexp.MustCompile(`\b(commit|on|at) [0-9a-f]{7,40}\b`)},
+		{"a pass of work", regexp.MustCompile(`(?i)\b(this|last|previous|next) (pass|session)\b`)},
+	}
+	for i, line := range strings.Split(string(md), "\n") {
+		for _, d := range diary {
+			if m := d.re.FindString(line); m != "" {
+				t.Errorf("README.md:%d holds %s (%q); history belongs in git and CHANGELOG.md", i+1, d.what, m)
+			}
+		}
+	}
+}

@@ -277,15 +277,28 @@ class Package(unittest.TestCase):
 class Readme(unittest.TestCase):
     def test_example_runs_as_written(self) -> None:
         import re
-        import subprocess
 
         pkg = os.path.join(os.path.dirname(__file__), "..")
         with open(os.path.join(pkg, "README.md")) as f:
             m = re.search(r"## Example.*?```python\n(.*?)```", f.read(), re.S)
         self.assertIsNotNone(m, "README.md has a python block under ## Example")
+        self.run_example(pkg, m.group(1))
+
+    def test_front_page_example_runs_as_written(self) -> None:
+        import re
+
+        pkg = os.path.join(os.path.dirname(__file__), "..")
+        with open(os.path.join(pkg, "..", "..", "README.md")) as f:
+            m = re.search(r"<!-- client-example-python:[^\n]*\n```python\n(.*?)```", f.read(), re.S)
+        self.assertIsNotNone(m, "the project's README.md has a python block under <!-- client-example-python -->")
+        self.run_example(pkg, m.group(1))
+
+    def run_example(self, pkg: str, code: str) -> None:
+        import subprocess
+
         env = dict(os.environ, SHELLCTL_URL=srv.url, SHELLCTL_TOKEN=srv.token, PYTHONPATH=os.path.abspath(pkg))
         out = subprocess.run(
-            [sys.executable, "-B", "-c", m.group(1)], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+            [sys.executable, "-B", "-c", code], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
         )
         self.assertEqual(out.returncode, 0, out.stderr.decode())
         self.assertEqual(out.stdout.decode(), "line 1\nline 2\nline 3\nexit 0\n")

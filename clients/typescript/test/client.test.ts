@@ -233,19 +233,28 @@ test("snapshot save and restore of Home", async () => {
   assert.equal(readFileSync(file, "utf8"), "kept across a restore\n");
 });
 
-test("the README's example runs as written", async () => {
-  const pkg = path.join(repoRoot, "clients", "typescript");
-  const readme = readFileSync(path.join(pkg, "README.md"), "utf8");
-  const m = /## Example[\s\S]*?```js\n([\s\S]*?)```/.exec(readme);
-  assert.ok(m, "README.md has a js block under ## Example");
+async function runExample(name: string, code: string): Promise<string> {
   // Inside the package, so its import of @shellctl/client resolves to it.
-  const file = path.join(pkg, "dist", "readme-example.mjs");
-  writeFileSync(file, m[1]);
+  const file = path.join(repoRoot, "clients", "typescript", "dist", name);
+  writeFileSync(file, code);
   const { execFile } = await import("node:child_process");
-  const out = await new Promise<string>((resolve, reject) =>
+  return new Promise<string>((resolve, reject) =>
     execFile(process.execPath, [file], { env: { ...process.env, SHELLCTL_URL: srv.url, SHELLCTL_TOKEN: srv.token } }, (err, stdout, stderr) =>
       err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout),
     ),
   );
-  assert.equal(out, "line 1\nline 2\nline 3\nexit 0\n");
+}
+
+test("the README's example runs as written", async () => {
+  const readme = readFileSync(path.join(repoRoot, "clients", "typescript", "README.md"), "utf8");
+  const m = /## Example[\s\S]*?```js\n([\s\S]*?)```/.exec(readme);
+  assert.ok(m, "README.md has a js block under ## Example");
+  assert.equal(await runExample("readme-example.mjs", m[1]), "line 1\nline 2\nline 3\nexit 0\n");
+});
+
+test("the project's front page example runs as written", async () => {
+  const readme = readFileSync(path.join(repoRoot, "README.md"), "utf8");
+  const m = /<!-- client-example-js:[^\n]*\n```js\n([\s\S]*?)```/.exec(readme);
+  assert.ok(m, "the project's README.md has a js block under <!-- client-example-js -->");
+  assert.equal(await runExample("front-page-example.mjs", m[1]), "line 1\nline 2\nline 3\nexit 0\n");
 });
