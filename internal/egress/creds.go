@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 
@@ -46,16 +47,22 @@ const (
 	maxDomains = 64
 )
 
+// The patterns are compiled on first use, not at start: their bounded
+// repetitions ({1,128}) make large programs, and compiling them took 11 ms
+// and 4 400 allocations at every start of every shellctl process (the CLI's
+// too), most of which never handle a credential.
 var (
-	sessionRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
-	namePart  = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+	sessionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`) })
+	namePart  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`) })
 	// placeholderRE finds placeholders in headers and queries. Provider
 	// and name use namePart's alphabet.
-	placeholderRE = regexp.MustCompile(`__secret:([a-zA-Z0-9_.-]{1,64})/([a-zA-Z0-9_.-]{1,64})__`)
+	placeholderRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`__secret:([a-zA-Z0-9_.-]{1,64})/([a-zA-Z0-9_.-]{1,64})__`)
+	})
 )
 
 // ValidSessionID reports whether id is a session id (egress.md).
-func ValidSessionID(id string) bool { return sessionRE.MatchString(id) }
+func ValidSessionID(id string) bool { return sessionRE().MatchString(id) }
 
 // Credential is one registered credential, validated.
 type Credential struct {
@@ -206,10 +213,10 @@ func ParsePrepare(body []byte) (session string, creds []*Credential, err error) 
 		raw, field = w.SandboxID, "sandbox_id"
 	}
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, fail(ErrValidation, "session_id (or sandbox_id) is required: give the sandbox's id, %s", sessionRE)
+		return "", nil, fail(ErrValidation, "session_id (or sandbox_id) is required: give the sandbox's id, %s", sessionRE())
 	}
 	if err := json.Unmarshal(raw, &session); err != nil || !ValidSessionID(session) {
-		return "", nil, fail(ErrValidation, "%s %s must be a string matching %s", field, raw, sessionRE)
+		return "", nil, fail(ErrValidation, "%s %s must be a string matching %s", field, raw, sessionRE())
 	}
 	if len(w.Credentials) == 0 {
 		return "", nil, fail(ErrInvalidRequest, "credentials must be a non-empty list of credential objects")
@@ -262,10 +269,10 @@ func parseCredential(raw json.RawMessage, at string) (*Credential, error) {
 	}
 	c := &Credential{}
 	switch {
-	case w.Provider == nil || !namePart.MatchString(*w.Provider):
-		return nil, fail(ErrValidation, "%s.provider must be a string matching %s", at, namePart)
-	case w.Name == nil || !namePart.MatchString(*w.Name):
-		return nil, fail(ErrValidation, "%s.name must be a string matching %s", at, namePart)
+	case w.Provider == nil || !namePart().MatchString(*w.Provider):
+		return nil, fail(ErrValidation, "%s.provider must be a string matching %s", at, namePart())
+	case w.Name == nil || !namePart().MatchString(*w.Name):
+		return nil, fail(ErrValidation, "%s.name must be a string matching %s", at, namePart())
 	case w.Value == nil || *w.Value == "":
 		return nil, fail(ErrValidation, "%s.value must be a non-empty string", at)
 	case len(*w.Value) > maxValueBytes:
@@ -351,8 +358,8 @@ func envNames(one, many json.RawMessage, at string) ([]string, error) {
 		out = append(out, l...)
 	}
 	for _, n := range out {
-		if !envNameRE.MatchString(n) {
-			return nil, fail(ErrValidation, "%s.env_name %q must match %s", at, n, envNameRE)
+		if !envNameRE().MatchString(n) {
+			return nil, fail(ErrValidation, "%s.env_name %q must match %s", at, n, envNameRE())
 		}
 		if isProxyVar(n) {
 			return nil, fail(ErrValidation, "%s.env_name %q is one of the proxy and CA variables the server sets", at, n)
@@ -361,7 +368,7 @@ func envNames(one, many json.RawMessage, at string) ([]string, error) {
 	return out, nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
 
 // NormDomain checks and normalizes one domain pattern: an exact host or
 // "*.suffix", lower case, punycode, no port, no trailing dot.

@@ -34,19 +34,19 @@ func dropHop(h http.Header) {
 func hasPlaceholder(r *http.Request) bool {
 	for _, vs := range r.Header {
 		for _, v := range vs {
-			if placeholderRE.MatchString(v) {
+			if placeholderRE().MatchString(v) {
 				return true
 			}
 		}
 	}
 	u := r.URL.String()
-	if placeholderRE.MatchString(u) {
+	if placeholderRE().MatchString(u) {
 		return true
 	}
-	if d, err := url.PathUnescape(u); err == nil && placeholderRE.MatchString(d) {
+	if d, err := url.PathUnescape(u); err == nil && placeholderRE().MatchString(d) {
 		return true
 	}
-	if d, err := url.QueryUnescape(r.URL.RawQuery); err == nil && placeholderRE.MatchString(d) {
+	if d, err := url.QueryUnescape(r.URL.RawQuery); err == nil && placeholderRE().MatchString(d) {
 		return true
 	}
 	return false
@@ -114,8 +114,8 @@ func (p *Proxy) substitute(w http.ResponseWriter, out *http.Request, c client, h
 	}
 	var bad *Credential
 	replace := func(s string, enc func(string) string) string {
-		return placeholderRE.ReplaceAllStringFunc(s, func(m string) string {
-			sub := placeholderRE.FindStringSubmatch(m)
+		return placeholderRE().ReplaceAllStringFunc(s, func(m string) string {
+			sub := placeholderRE().FindStringSubmatch(m)
 			cr := byKey[sub[1]+"/"+sub[2]]
 			if cr == nil {
 				return m // no such credential: its own harmless text
