@@ -174,8 +174,21 @@ func (r *Runner) serve(c *proto.Conn) {
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.resize(m.Cols, m.Rows)})
 			r.iw.event()
 		case proto.TSignal:
-			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.signal(m.Signal, m.Target)})
-			r.iw.event()
+			select {
+			case <-r.startDone:
+				c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.signal(m.Signal, m.Target)})
+				r.iw.event()
+			default:
+				// A signal that comes while the job starts is for the
+				// job: it waits for its process (a client that was
+				// answered "running" soon after the start, as a run's
+				// short timeout does, may signal before it exists).
+				go func(m *proto.Msg) {
+					<-r.startDone
+					c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.signal(m.Signal, m.Target)})
+					r.iw.event()
+				}(m)
+			}
 		case proto.TInputWaitQuery:
 			w, seq := r.iw.query()
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Waiting: w, InputSeq: seq})

@@ -455,3 +455,34 @@ func TestTerminateWhileTheJobStarts(t *testing.T) {
 		}
 	}
 }
+
+// A signal that comes while the job starts reaches the job once its
+// process exists, instead of being refused ("the job has not started
+// yet"): a run answered after a short timeout can be signalled before its
+// process is made, which a loaded machine makes likely (TestSignalErrors
+// failed so).
+func TestSignalWhileTheJobStarts(t *testing.T) {
+	for _, start := range []string{"direct", JobStartStage} {
+		t.Run(start, func(t *testing.T) {
+			rr := startRealRunner(t, nil, JobStartEnv+"="+start, slowLaunchEnv+"=1")
+			rr.assign("stdio", "exec sleep 300")
+			if err := rr.ctl.Send(&proto.Msg{T: proto.TSignal, ID: 9, Signal: 9, Target: TargetGroup}); err != nil {
+				t.Fatal(err)
+			}
+			msgs := rr.end() // fails after 30 s if the signal never reached the job
+			var ack *proto.Msg
+			for _, m := range msgs {
+				if m.T == proto.TAck && m.ID == 9 {
+					ack = m
+				}
+			}
+			exit := msgs[len(msgs)-1]
+			if ack == nil || ack.Err != "" {
+				t.Errorf("signal's answer %+v: want it done", ack)
+			}
+			if exit.Signal != 9 || exit.Reason != ReasonSignal {
+				t.Errorf("exit %+v: want ended by SIGKILL", exit)
+			}
+		})
+	}
+}
