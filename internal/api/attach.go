@@ -257,7 +257,8 @@ var errServerStopping = errors.New("server shutting down")
 // ahead of what is done (attachinbox.go), so the input messages that
 // queued while one went to the job go to it in one request.
 func (s *Server) attachRead(ctx context.Context, c *websocket.Conn, id string) {
-	pumpAttach(ctx, c.Read, func(ctx context.Context, m attachMsg) { s.attachDo(ctx, c, id, m) })
+	read := func(ctx context.Context) (attachMsg, error) { return readAttach(ctx, c) }
+	pumpAttach(ctx, read, func(ctx context.Context, m attachMsg) { s.attachDo(ctx, c, id, m) })
 }
 
 // attachDo does one message of the client's (binary: input, perhaps

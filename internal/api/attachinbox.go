@@ -18,6 +18,8 @@ package api
 
 import (
 	"context"
+	"io"
+	"slices"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -41,6 +43,7 @@ const attachBatchBytes = attachReadLimit
 type attachMsg struct {
 	typ  websocket.MessageType
 	data []byte
+	buf  *[]byte // data's buffer, from attachBufs (nil: not pooled)
 }
 
 // attachInbox is the queue between the reader and the doer.
@@ -87,10 +90,10 @@ func (q *attachInbox) waitRoom(ctx context.Context) error {
 
 // put queues one message; it never waits (the reader waited for room
 // before it read the message).
-func (q *attachInbox) put(typ websocket.MessageType, b []byte) {
+func (q *attachInbox) put(m attachMsg) {
 	q.mu.Lock()
-	q.msgs = append(q.msgs, attachMsg{typ, b})
-	q.held += len(b)
+	q.msgs = append(q.msgs, m)
+	q.held += len(m.data)
 	q.mu.Unlock()
 	wake(q.more)
 }
@@ -143,11 +146,13 @@ func (q *attachInbox) take() attachMsg {
 		}
 	}
 	if k > 1 {
-		b := make([]byte, 0, size)
+		p := getAttachBuf(size)
+		b := *p
 		for _, m := range q.msgs[:k] {
 			b = append(b, m.data...)
+			putAttachBuf(m.buf)
 		}
-		head.data = b
+		head = attachMsg{typ: head.typ, data: b, buf: p}
 	}
 	clear(q.msgs[:k]) // the queue's array keeps no bytes it let go of
 	q.msgs = q.msgs[k:]
@@ -159,17 +164,71 @@ func (q *attachInbox) take() attachMsg {
 
 // done lets go of m's bytes: the reader may read again.
 func (q *attachInbox) done(m attachMsg) {
+	putAttachBuf(m.buf)
 	q.mu.Lock()
 	q.held -= len(m.data)
 	q.mu.Unlock()
 	wake(q.room)
 }
 
+// attachBufs holds the buffers of the client's messages between uses: a
+// stream of input would otherwise allocate, clear and let go of about
+// twice its size per message (a whole message read grows its buffer by
+// doubling), and memory given back to the system and faulted in again
+// was much of what the stream cost the server. A sync.Pool lets the
+// buffers go when the streams stop (at a collection).
+var attachBufs sync.Pool
+
+// getAttachBuf is an empty buffer of attachBufs, with room for n bytes
+// when one that large is kept.
+func getAttachBuf(n int) *[]byte {
+	if p, ok := attachBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return p
+	}
+	b := make([]byte, 0, max(n, 4<<10))
+	return &b
+}
+
+func putAttachBuf(p *[]byte) {
+	if p != nil && cap(*p) <= attachBatchBytes {
+		*p = (*p)[:0]
+		attachBufs.Put(p)
+	}
+}
+
+// readAttach reads one message of c's into a buffer of attachBufs, as
+// c.Read does into a new one.
+func readAttach(ctx context.Context, c *websocket.Conn) (attachMsg, error) {
+	typ, r, err := c.Reader(ctx)
+	if err != nil {
+		return attachMsg{}, err
+	}
+	p := getAttachBuf(0)
+	b := *p
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, cap(b)) // doubled, as ReadAll does
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*p = b
+			putAttachBuf(p)
+			return attachMsg{}, err
+		}
+	}
+	*p = b
+	return attachMsg{typ: typ, data: b, buf: p}, nil
+}
+
 // pumpAttach reads messages with read (until it fails) into an inbox on a
 // goroutine of its own, and does them with do, in order, merged as next
 // merges them, until the reader ended and all it read was done, or ctx
 // ended. It returns once the reader is gone too.
-func pumpAttach(ctx context.Context, read func(context.Context) (websocket.MessageType, []byte, error), do func(context.Context, attachMsg)) {
+func pumpAttach(ctx context.Context, read func(context.Context) (attachMsg, error), do func(context.Context, attachMsg)) {
 	q := newAttachInbox()
 	readerGone := make(chan struct{})
 	go func() {
@@ -179,11 +238,11 @@ func pumpAttach(ctx context.Context, read func(context.Context) (websocket.Messa
 			if err := q.waitRoom(ctx); err != nil {
 				return
 			}
-			typ, b, err := read(ctx)
+			m, err := read(ctx)
 			if err != nil {
 				return
 			}
-			q.put(typ, b)
+			q.put(m)
 		}
 	}()
 	for {

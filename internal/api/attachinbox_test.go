@@ -26,17 +26,17 @@ func newFakeSocket() *fakeSocket {
 	return &fakeSocket{msgs: make(chan attachMsg), asked: make(chan int, 1000)}
 }
 
-func (f *fakeSocket) read(ctx context.Context) (websocket.MessageType, []byte, error) {
+func (f *fakeSocket) read(ctx context.Context) (attachMsg, error) {
 	f.reads++
 	f.asked <- f.reads
 	select {
 	case m, ok := <-f.msgs:
 		if !ok {
-			return 0, nil, io.EOF // the client went
+			return attachMsg{}, io.EOF // the client went
 		}
-		return m.typ, m.data, nil
+		return m, nil
 	case <-ctx.Done():
-		return 0, nil, ctx.Err()
+		return attachMsg{}, ctx.Err()
 	}
 }
 
@@ -59,8 +59,8 @@ func (f *fakeSocket) send(t *testing.T, msgs ...attachMsg) {
 	}
 }
 
-func bin(s string) attachMsg { return attachMsg{websocket.MessageBinary, []byte(s)} }
-func txt(s string) attachMsg { return attachMsg{websocket.MessageText, []byte(s)} }
+func bin(s string) attachMsg { return attachMsg{typ: websocket.MessageBinary, data: []byte(s)} }
+func txt(s string) attachMsg { return attachMsg{typ: websocket.MessageText, data: []byte(s)} }
 
 // doer records what pumpAttach does, holding each call until the test
 // lets it go when gated.
@@ -71,7 +71,7 @@ type doer struct {
 }
 
 func (d *doer) do(ctx context.Context, m attachMsg) {
-	d.calls = append(d.calls, attachMsg{m.typ, append([]byte(nil), m.data...)})
+	d.calls = append(d.calls, attachMsg{typ: m.typ, data: append([]byte(nil), m.data...)})
 	d.got <- m
 	if d.gate != nil {
 		select {
@@ -151,7 +151,7 @@ func TestAttachInboxBounded(t *testing.T) {
 	msg := bytes.Repeat([]byte("x"), 64<<10)
 	n := 0
 	for q.waitRoom(gone) == nil {
-		q.put(websocket.MessageBinary, msg)
+		q.put(bin(string(msg)))
 		n++
 		if n > 1000 {
 			t.Fatal("the inbox took 64 MiB without holding the reader back")
@@ -173,8 +173,8 @@ func TestAttachInboxBounded(t *testing.T) {
 	}
 	// Messages that together pass attachBatchBytes go in two.
 	big := bytes.Repeat([]byte("y"), attachBatchBytes-10)
-	q.put(websocket.MessageBinary, big)
-	q.put(websocket.MessageBinary, []byte("0123456789ab"))
+	q.put(bin(string(big)))
+	q.put(bin("0123456789ab"))
 	m1, _ := q.next(context.Background())
 	m2, _ := q.next(context.Background())
 	if len(m1.data) != len(big) || string(m2.data) != "0123456789ab" {

@@ -6,6 +6,7 @@ package proto
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"sync"
@@ -177,30 +178,86 @@ func (c *Conn) Send(m *Msg) error {
 	return c.write(m)
 }
 
-// write writes m, under wmu.
+// write writes m, under wmu. A long message (input, raw output, a
+// screen) is made in a buffer of longBufs, not kept by the connection.
 func (c *Conn) write(m *Msg) error {
-	b, err := appendMsg(c.wbuf[:0], m)
+	buf := c.wbuf[:0]
+	var long *[]byte
+	if n := sizeHint(m); n > readBuffer {
+		long = getLong(n)
+		buf = *long
+	}
+	b, err := appendMsg(buf, m)
+	if err == nil {
+		_, err = c.c.Write(b)
+	}
+	if long != nil {
+		putLong(long, b)
+	} else if cap(b) <= readBuffer {
+		c.wbuf = b // one that grew past the hint is not kept
+	}
 	if err != nil {
 		return fmt.Errorf("send %s: %w", m.T, err)
 	}
-	if cap(b) <= readBuffer {
-		c.wbuf = b // a rare long one is not kept
-	}
-	if _, err := c.c.Write(b); err != nil {
-		return fmt.Errorf("send %s: %w", m.T, err)
-	}
 	return nil
+}
+
+// sizeHint is about how long m is written: its long fields, and room
+// for the rest.
+func sizeHint(m *Msg) int {
+	return base64.StdEncoding.EncodedLen(len(m.Data)) + len(m.Spec) + len(m.Screen) + 1024
+}
+
+// longBufs holds the buffers of long messages between uses, written and
+// read alike: a stream of input or raw output (hundreds of MB/s through
+// attach) would otherwise allocate, clear and let go of about three
+// times its size per message on each side, and the memory given back to
+// the system and faulted in again was most of what the stream cost. A
+// sync.Pool lets the buffers go when the stream stops (at a collection).
+var longBufs sync.Pool
+
+// maxLongKept: a buffer longer than this is not kept for reuse.
+const maxLongKept = 8 << 20
+
+// getLong is an empty buffer of longBufs with room for n bytes.
+func getLong(n int) *[]byte {
+	if p, ok := longBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return p
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+// putLong gives p back for reuse, as b (what was made in it, perhaps
+// grown past it).
+func putLong(p *[]byte, b []byte) {
+	if cap(b) <= maxLongKept {
+		*p = b[:0]
+		longBufs.Put(p)
+	}
 }
 
 // Recv reads one message; io.EOF when the peer closed between messages,
 // io.ErrUnexpectedEOF when it closed inside one.
 func (c *Conn) Recv() (*Msg, error) {
 	var line []byte
+	var long *[]byte // a long line's buffer (longBufs), given back once decoded
+	defer func() {
+		if long != nil {
+			putLong(long, line)
+		}
+	}()
 	for {
 		part, err := c.r.ReadSlice('\n')
 		n := len(line) + len(part)
 		if n > c.max {
 			return nil, fmt.Errorf("control message longer than %d bytes", c.max)
+		}
+		if long == nil && err == bufio.ErrBufferFull {
+			// Longer than the reader's buffer: assembled in a kept one
+			// (decodeMsg copies out what it takes).
+			long = getLong(min(2*n, c.max))
+			line = *long
 		}
 		if n > cap(line) {
 			// Doubling, never past the cap: a long line costs at most
