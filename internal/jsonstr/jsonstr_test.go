@@ -42,7 +42,7 @@ func FuzzAppend(f *testing.F) {
 // writes (read where they lie), and the other forms of the same string
 // (escapes), null, and what is not base64 (refused).
 func TestBytesIsEncodingJSON(t *testing.T) {
-	inputs := []string{`""`, `null`, `"AA=="`, `"\u0041A=="`, `"QUJD\/w=="`, `"QUJD"`, `"QUJ"`, `"QU=D"`, `"QUJD`, `"QUJD\n"`, `"Q\nUJD"`, ` "QUJD"`, `"QU JD"`}
+	inputs := []string{`""`, `null`, `"AA=="`, `"\u0041A=="`, `"QUJD\/w=="`, `"QUJD"`, `"QUJ"`, `"QU=D"`, `"QUJD`, `"QUJD\n"`, `"Q\nUJD"`, ` "QUJD"`, `"QU JD"`, "\"QU\nJD\"", "\"QU\rJD\"", "\"QU\tJD\"", "\"QUJD\xff\""}
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 2000 {
 		b := make([]byte, r.IntN(300))

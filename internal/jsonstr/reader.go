@@ -12,6 +12,7 @@ package jsonstr
 // sometimes skip it.
 
 import (
+	"bytes"
 	"encoding/base64"
 	"strconv"
 	"unicode/utf16"
@@ -376,21 +377,22 @@ func (r *Reader) Bytes() ([]byte, bool) {
 	if r.Null() {
 		return nil, true
 	}
-	// The common case, a string of nothing but base64's alphabet, is
-	// decoded where it lies: no copy of it as a string first (what a
-	// runner's input or raw output costs per byte).
+	// The common case, a string of base64 with no escape, is decoded
+	// where it lies: no copy of it as a string first (what a runner's
+	// input or raw output cost per byte). Such a string ends at the first
+	// quote; base64 refuses any byte but its alphabet except line ends,
+	// which it skips and a JSON string may not hold raw: those are looked
+	// for apart.
 	r.ws()
 	if r.i < len(r.b) && r.b[r.i] == '"' {
-		end := r.i + 1
-		for end < len(r.b) && isBase64Char(r.b[end]) {
-			end++
-		}
-		if end < len(r.b) && r.b[end] == '"' {
-			src := r.b[r.i+1 : end]
-			b := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
-			n, err := base64.StdEncoding.Decode(b, src)
-			r.i = end + 1
-			return b[:n], err == nil
+		if n := bytes.IndexByte(r.b[r.i+1:], '"'); n >= 0 {
+			src := r.b[r.i+1 : r.i+1+n]
+			if bytes.IndexByte(src, '\\') < 0 && bytes.IndexByte(src, '\n') < 0 && bytes.IndexByte(src, '\r') < 0 {
+				b := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
+				n, err := base64.StdEncoding.Decode(b, src)
+				r.i += 1 + len(src) + 1
+				return b[:n], err == nil
+			}
 		}
 	}
 	s, ok := r.String()
@@ -399,11 +401,6 @@ func (r *Reader) Bytes() ([]byte, bool) {
 	}
 	b, err := base64.StdEncoding.DecodeString(s)
 	return b, err == nil
-}
-
-// isBase64Char: c is of standard base64's alphabet or its padding.
-func isBase64Char(c byte) bool {
-	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '='
 }
 
 // Offset is how far the reader got (for errors).
