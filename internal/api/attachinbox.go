@@ -1,20 +1,18 @@
 package api
 
-// The client's messages on an attach socket, between the goroutine that
-// reads the socket and the one that does them (attachRead). Reading runs
-// ahead of doing, so that the input messages that came while one input
-// was on its way to the job's runner go to it together: one runner
-// request, one round trip, for what was many messages. Without it every
-// message waited for the runner's answer to the one before it before the
-// next was even read, and the bench's 64 KiB messages through `cat` ran
-// at a twentieth of a bare pipe.
+// The client's messages on an attach socket, read and done (attachRead).
+// Reading runs ahead of doing, so that the input messages that came
+// while one input was on its way to the job's runner go to it together:
+// one runner request for what were many messages. Before, each message
+// waited for the runner's answer to the one before it before the next was
+// even read.
 //
 // What it keeps: the order (a control message is done after every byte
 // before it and before any after it; bytes are never reordered, dropped
 // or refused), the backpressure (the inbox holds a bounded number of
 // bytes; while it is full the socket is not read, which holds the client
 // back by the WebSocket's own flow control, as before), and the end (the
-// reader's end lets the doer finish what was read, then both are gone).
+// reader's end lets what was read be done, then nothing of it is left).
 
 import (
 	"context"
@@ -48,19 +46,22 @@ type attachMsg struct {
 
 // attachInbox is the queue between the reader and the doer.
 type attachInbox struct {
+	// reading is held by the goroutine reading the socket (one at a
+	// time: messages are queued in the order they were read).
+	reading sync.Mutex
+
 	mu     sync.Mutex
 	msgs   []attachMsg
 	held   int  // bytes of msgs and of the batch being done
+	doing  bool // a goroutine is doing the queue's messages
 	closed bool // the reader ended: no more messages
-	// more and room wake the doer (a message, or the end) and the
-	// reader (bytes done); each holds one wake-up, so none is lost
-	// between a look at the queue and the wait that follows it.
-	more chan struct{}
+	// room wakes the reader when bytes were done; it holds one wake-up,
+	// so none is lost between a look at the queue and the wait after it.
 	room chan struct{}
 }
 
 func newAttachInbox() *attachInbox {
-	return &attachInbox{more: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	return &attachInbox{room: make(chan struct{}, 1)}
 }
 
 func wake(ch chan struct{}) {
@@ -89,49 +90,44 @@ func (q *attachInbox) waitRoom(ctx context.Context) error {
 }
 
 // put queues one message; it never waits (the reader waited for room
-// before it read the message).
-func (q *attachInbox) put(m attachMsg) {
+// before it read the message). claimed: no one was doing the queue's
+// messages, and the caller now is (it calls next until it says no more).
+func (q *attachInbox) put(m attachMsg) (claimed bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.msgs = append(q.msgs, m)
 	q.held += len(m.data)
-	q.mu.Unlock()
-	wake(q.more)
+	claimed = !q.doing
+	q.doing = true
+	return claimed
 }
 
-// close says the reader ended: once what is queued is done, next says so.
+// close says the reader ended.
 func (q *attachInbox) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	wake(q.more)
+}
+
+func (q *attachInbox) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
 }
 
 // next takes the oldest message, with every input message queued right
-// behind it merged into it (up to attachBatchBytes); ok false once the
-// reader ended and all was taken, or ctx ended (then nothing more is
-// done). The bytes stay held until done is called with the message.
+// behind it merged into it (up to attachBatchBytes), for the goroutine
+// doing the queue's messages; ok false when none is left, or ctx ended
+// (then nothing more is done), and the caller no longer does them. It
+// never waits. The bytes stay held until done is called with the message.
 func (q *attachInbox) next(ctx context.Context) (m attachMsg, ok bool) {
-	for {
-		if ctx.Err() != nil {
-			return attachMsg{}, false
-		}
-		q.mu.Lock()
-		if len(q.msgs) > 0 {
-			m = q.take()
-			q.mu.Unlock()
-			return m, true
-		}
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return attachMsg{}, false
-		}
-		select {
-		case <-q.more:
-		case <-ctx.Done():
-			return attachMsg{}, false
-		}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 || ctx.Err() != nil {
+		q.doing = false
+		return attachMsg{}, false
 	}
+	return q.take(), true
 }
 
 // take removes the head of the queue, merged with the input behind it;
@@ -224,36 +220,53 @@ func readAttach(ctx context.Context, c *websocket.Conn) (attachMsg, error) {
 	return attachMsg{typ: typ, data: b, buf: p}, nil
 }
 
-// pumpAttach reads messages with read (until it fails) into an inbox on a
-// goroutine of its own, and does them with do, in order, merged as next
-// merges them, until the reader ended and all it read was done, or ctx
-// ended. It returns once the reader is gone too.
+// pumpAttach reads messages with read (until it fails) into an inbox
+// and does them with do, in order, merged as next merges them, until the
+// reader ended and all it read was done, or ctx ended. Two goroutines
+// take turns: the one that read a message when none was being done does
+// it (no hand-over between reading a lone message and doing it: a line
+// typed costs no more than before), and the other reads the socket
+// meanwhile, queueing what comes. It returns once both are gone.
 func pumpAttach(ctx context.Context, read func(context.Context) (attachMsg, error), do func(context.Context, attachMsg)) {
 	q := newAttachInbox()
-	readerGone := make(chan struct{})
-	go func() {
-		defer close(readerGone)
-		defer q.close()
+	work := func() {
 		for {
-			if err := q.waitRoom(ctx); err != nil {
+			q.reading.Lock()
+			if q.isClosed() {
+				q.reading.Unlock()
 				return
 			}
-			m, err := read(ctx)
+			m, err := attachMsg{}, q.waitRoom(ctx)
+			if err == nil {
+				m, err = read(ctx)
+			}
 			if err != nil {
+				// The client went, or ctx ended: what was read is still
+				// done (by the goroutine doing it), and no more is read.
+				q.close()
+				q.reading.Unlock()
 				return
 			}
-			q.put(m)
+			claimed := q.put(m)
+			q.reading.Unlock()
+			if !claimed {
+				continue
+			}
+			for {
+				m, ok := q.next(ctx)
+				if !ok {
+					break
+				}
+				do(ctx, m)
+				q.done(m)
+			}
 		}
-	}()
-	for {
-		m, ok := q.next(ctx)
-		if !ok {
-			break
-		}
-		do(ctx, m)
-		q.done(m)
 	}
-	// Either the reader ended (the queue was closed), or ctx did, which
-	// ends its wait for room and its read.
-	<-readerGone
+	other := make(chan struct{})
+	go func() {
+		defer close(other)
+		work()
+	}()
+	work()
+	<-other
 }
