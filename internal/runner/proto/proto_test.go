@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -153,6 +154,34 @@ func TestLongMessagesKeepTheirBytes(t *testing.T) {
 		}
 		if s := string(m.Screen); s != `{"s":"`+strings.Repeat("z", int(m.ID)*100)+`"}` {
 			t.Errorf("message %d: screen changed after it was read: %.40q…", m.ID, s)
+		}
+	}
+}
+
+// BenchmarkRecvInput: 64 KiB inputs (attach's messages) over a real Unix
+// socket, sent and read: what one costs the two ends of the channel.
+func BenchmarkRecvInput(b *testing.B) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fa, fb := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	defer fa.Close()
+	defer fb.Close()
+	a, c := NewConn(fa), NewConn(fb)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<10)
+	b.SetBytes(int64(len(data)))
+	go func() {
+		for range b.N {
+			if err := a.Send(&Msg{T: TInput, Data: data, TimeoutMS: 5000}); err != nil {
+				return
+			}
+		}
+	}()
+	for range b.N {
+		m, err := c.Recv()
+		if err != nil || len(m.Data) != len(data) {
+			b.Fatal(err)
 		}
 	}
 }
