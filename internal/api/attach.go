@@ -213,6 +213,11 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 	if err != nil {
 		return // Accept answered the client
 	}
+	// The reader of the client's messages is gone before this returns
+	// (the deferred cancel and close end it): nothing of the connection
+	// is left behind.
+	readGone := make(chan struct{})
+	defer func() { <-readGone }()
 	defer c.CloseNow()
 	c.SetReadLimit(attachReadLimit)
 	// The request's context is not the connection's once it is hijacked:
@@ -228,6 +233,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 		}
 	}()
 	go func() {
+		defer close(readGone)
 		defer cancel()
 		s.attachRead(actx, c, id)
 	}()
@@ -247,43 +253,46 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, id string) {
 var errServerStopping = errors.New("server shutting down")
 
 // attachRead takes the client's messages until it goes: input bytes to
-// the job, control messages done in order with them.
+// the job, control messages done in order with them. The socket is read
+// ahead of what is done (attachinbox.go), so the input messages that
+// queued while one went to the job go to it in one request.
 func (s *Server) attachRead(ctx context.Context, c *websocket.Conn, id string) {
-	for {
-		typ, b, err := c.Read(ctx)
-		if err != nil {
-			return
-		}
-		if typ == websocket.MessageBinary {
-			if err := s.Jobs.AttachInput(ctx, id, b); err != nil {
-				if errors.Is(err, jobs.ErrNotRunning) {
-					continue // the job's end is on its way to the client
-				}
-				s.attachFail(ctx, c, err)
-			}
-			continue
-		}
-		var m attachControl
-		if err := json.Unmarshal(b, &m); err != nil {
-			s.attachSend(ctx, c, attachError{Type: "error", Code: "validation_error", Message: "a text message is a JSON control message ({\"type\":\"resize\",\"cols\":N,\"rows\":N} or {\"type\":\"eof\"}): " + err.Error()})
-			continue
-		}
-		switch m.Type {
-		case "resize":
-			if m.Cols == nil || m.Rows == nil || *m.Cols < 1 || *m.Cols > maxTerminalSide || *m.Rows < 1 || *m.Rows > maxTerminalSide {
-				s.attachSend(ctx, c, attachError{Type: "error", Code: "validation_error", Message: fmt.Sprintf("resize needs cols and rows, each a whole number within 1..%d", maxTerminalSide)})
-				continue
-			}
-			err = s.Jobs.Resize(ctx, id, *m.Cols, *m.Rows)
-		case "eof":
-			err = s.Jobs.AttachEOF(ctx, id)
-		default:
-			s.attachSend(ctx, c, attachError{Type: "error", Code: "validation_error", Message: fmt.Sprintf("control message type %q is not one of \"resize\", \"eof\"", m.Type)})
-			continue
-		}
-		if err != nil && !errors.Is(err, jobs.ErrNotRunning) {
+	read := func(ctx context.Context) (attachMsg, error) { return readAttach(ctx, c) }
+	pumpAttach(ctx, read, func(ctx context.Context, m attachMsg) { s.attachDo(ctx, c, id, m) })
+}
+
+// attachDo does one message of the client's (binary: input, perhaps
+// several messages merged; text: a control message), answering on the
+// socket what could not be done.
+func (s *Server) attachDo(ctx context.Context, c *websocket.Conn, id string, msg attachMsg) {
+	if msg.typ == websocket.MessageBinary {
+		if err := s.Jobs.AttachInput(ctx, id, msg.data); err != nil && !errors.Is(err, jobs.ErrNotRunning) {
+			// (Not running: the job's end is on its way to the client.)
 			s.attachFail(ctx, c, err)
 		}
+		return
+	}
+	var m attachControl
+	if err := json.Unmarshal(msg.data, &m); err != nil {
+		s.attachSend(ctx, c, attachError{Type: "error", Code: "validation_error", Message: "a text message is a JSON control message ({\"type\":\"resize\",\"cols\":N,\"rows\":N} or {\"type\":\"eof\"}): " + err.Error()})
+		return
+	}
+	var err error
+	switch m.Type {
+	case "resize":
+		if m.Cols == nil || m.Rows == nil || *m.Cols < 1 || *m.Cols > maxTerminalSide || *m.Rows < 1 || *m.Rows > maxTerminalSide {
+			s.attachSend(ctx, c, attachError{Type: "error", Code: "validation_error", Message: fmt.Sprintf("resize needs cols and rows, each a whole number within 1..%d", maxTerminalSide)})
+			return
+		}
+		err = s.Jobs.Resize(ctx, id, *m.Cols, *m.Rows)
+	case "eof":
+		err = s.Jobs.AttachEOF(ctx, id)
+	default:
+		s.attachSend(ctx, c, attachError{Type: "error", Code: "validation_error", Message: fmt.Sprintf("control message type %q is not one of \"resize\", \"eof\"", m.Type)})
+		return
+	}
+	if err != nil && !errors.Is(err, jobs.ErrNotRunning) {
+		s.attachFail(ctx, c, err)
 	}
 }
 

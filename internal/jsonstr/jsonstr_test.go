@@ -37,3 +37,27 @@ func FuzzAppend(f *testing.F) {
 		}
 	})
 }
+
+// Bytes decodes a []byte as encoding/json does: the base64 strings it
+// writes (read where they lie), and the other forms of the same string
+// (escapes), null, and what is not base64 (refused).
+func TestBytesIsEncodingJSON(t *testing.T) {
+	inputs := []string{`""`, `null`, `"AA=="`, `"\u0041A=="`, `"QUJD\/w=="`, `"QUJD"`, `"QUJ"`, `"QU=D"`, `"QUJD`, `"QUJD\n"`, `"Q\nUJD"`, ` "QUJD"`, `"QU JD"`, "\"QU\nJD\"", "\"QU\rJD\"", "\"QU\tJD\"", "\"QUJD\xff\""}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		b := make([]byte, r.IntN(300))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		enc, _ := json.Marshal(b)
+		inputs = append(inputs, string(enc))
+	}
+	for _, in := range inputs {
+		var want []byte
+		werr := json.Unmarshal([]byte(in), &want)
+		got, ok := NewReader([]byte(in)).Bytes()
+		if ok != (werr == nil) || ok && (string(got) != string(want) || (got == nil) != (want == nil)) {
+			t.Errorf("%s: got %q (ok %v), encoding/json %q (%v)", in, got, ok, want, werr)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func (c *Conn) SendWithFDs(m *Msg, fds []int) error {
 // anything else is read from c. want is how many are expected: any other
 // number is an error, and whatever came is closed.
 func (c *Conn) RecvFDs(want int) ([]int, error) {
-	if c.r.Buffered() > 0 {
+	if c.rend > c.rpos {
 		return nil, errors.New("receive descriptors: the message was already read")
 	}
 	sc, ok := c.c.(syscall.Conn)

@@ -5,7 +5,8 @@
 package proto
 
 import (
-	"bufio"
+	"bytes"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"sync"
@@ -138,11 +139,18 @@ type Stream interface {
 
 // Conn reads and writes messages; Send is safe for concurrent use.
 type Conn struct {
-	c    Stream
-	r    *bufio.Reader
-	wmu  sync.Mutex
-	wbuf []byte // Send's buffer (fastjson.go), under wmu
-	max  int    // the longest message Recv takes (SetMaxLine)
+	c Stream
+	// rbuf[rpos:rend] was read and not yet taken. rbuf is the
+	// connection's own small buffer, or while a long message is read
+	// one of longBufs (rlong), given back once no more than a small one
+	// is left in it.
+	rbuf       []byte
+	rpos, rend int
+	rsmall     []byte
+	rlong      *[]byte
+	wmu        sync.Mutex
+	wbuf       []byte // Send's buffer (fastjson.go), under wmu
+	max        int    // the longest message Recv takes (SetMaxLine)
 }
 
 // maxLine bounds one message. The longest are an assign, whose spec holds
@@ -157,7 +165,8 @@ const readBuffer = 4 << 10
 
 // NewConn wraps a connected socket.
 func NewConn(c Stream) *Conn {
-	return &Conn{c: c, r: bufio.NewReaderSize(c, readBuffer), max: maxLine}
+	b := make([]byte, readBuffer)
+	return &Conn{c: c, rbuf: b, rsmall: b, max: maxLine}
 }
 
 // MaxHello is the most a runner reads from a connection through its
@@ -177,56 +186,147 @@ func (c *Conn) Send(m *Msg) error {
 	return c.write(m)
 }
 
-// write writes m, under wmu.
+// write writes m, under wmu. A long message (input, raw output, a
+// screen) is made in a buffer of longBufs, not kept by the connection.
 func (c *Conn) write(m *Msg) error {
-	b, err := appendMsg(c.wbuf[:0], m)
+	buf := c.wbuf[:0]
+	var long *[]byte
+	if n := sizeHint(m); n > readBuffer {
+		long = getLong(n)
+		buf = *long
+	}
+	b, err := appendMsg(buf, m)
+	if err == nil {
+		_, err = c.c.Write(b)
+	}
+	if long != nil {
+		putLong(long, b)
+	} else if cap(b) <= readBuffer {
+		c.wbuf = b // one that grew past the hint is not kept
+	}
 	if err != nil {
-		return fmt.Errorf("send %s: %w", m.T, err)
-	}
-	if cap(b) <= readBuffer {
-		c.wbuf = b // a rare long one is not kept
-	}
-	if _, err := c.c.Write(b); err != nil {
 		return fmt.Errorf("send %s: %w", m.T, err)
 	}
 	return nil
 }
 
+// sizeHint is about how long m is written: its long fields, and room
+// for the rest.
+func sizeHint(m *Msg) int {
+	return base64.StdEncoding.EncodedLen(len(m.Data)) + len(m.Spec) + len(m.Screen) + 1024
+}
+
+// longBufs holds the buffers of long messages between uses, written and
+// read alike: a stream of input or raw output (hundreds of MB/s through
+// attach) would otherwise allocate, clear and let go of about three
+// times its size per message on each side, and the memory given back to
+// the system and faulted in again was most of what the stream cost. A
+// sync.Pool lets the buffers go when the stream stops (at a collection).
+var longBufs sync.Pool
+
+// maxLongKept: a buffer longer than this is not kept for reuse.
+const maxLongKept = 8 << 20
+
+// getLong is an empty buffer of longBufs with room for n bytes.
+func getLong(n int) *[]byte {
+	if p, ok := longBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return p
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+// putLong gives p back for reuse, as b (what was made in it, perhaps
+// grown past it).
+func putLong(p *[]byte, b []byte) {
+	if cap(b) <= maxLongKept {
+		*p = b[:0]
+		longBufs.Put(p)
+	}
+}
+
 // Recv reads one message; io.EOF when the peer closed between messages,
 // io.ErrUnexpectedEOF when it closed inside one.
 func (c *Conn) Recv() (*Msg, error) {
-	var line []byte
-	for {
-		part, err := c.r.ReadSlice('\n')
-		n := len(line) + len(part)
-		if n > c.max {
-			return nil, fmt.Errorf("control message longer than %d bytes", c.max)
-		}
-		if n > cap(line) {
-			// Doubling, never past the cap: a long line costs at most
-			// twice its length in all (append's growth would cost five
-			// times and overshoot the cap).
-			grown := make([]byte, len(line), min(max(2*cap(line), n), c.max))
-			copy(grown, line)
-			line = grown
-		}
-		line = append(line, part...)
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err == io.EOF && len(line) > 0 {
-			return nil, io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			return nil, err
-		}
-		break
+	line, err := c.readLine()
+	if err != nil {
+		return nil, err
 	}
 	m := new(Msg)
-	if !decodeMsg(line, m) {
+	ok := decodeMsg(line, m) // copies out what it takes
+	c.shrink()
+	if !ok {
 		return nil, fmt.Errorf("decode control message (%d bytes): not a JSON object with the protocol's fields", len(line))
 	}
 	return m, nil
+}
+
+// readLine is the next line, newline included, in rbuf (until the next
+// read). A line longer than the reader's buffer is read into a longer
+// one in reads as long as it (a 64 KiB input took twenty reads of 4 KiB),
+// which doubles, never past the cap: a long line costs at most twice its
+// length in all.
+func (c *Conn) readLine() ([]byte, error) {
+	scanned := 0 // rbuf[rpos:rpos+scanned] holds no newline
+	for {
+		if i := bytes.IndexByte(c.rbuf[c.rpos+scanned:c.rend], '\n'); i >= 0 {
+			end := c.rpos + scanned + i + 1
+			if end-c.rpos > c.max {
+				return nil, fmt.Errorf("control message longer than %d bytes", c.max)
+			}
+			line := c.rbuf[c.rpos:end]
+			c.rpos = end
+			return line, nil
+		}
+		scanned = c.rend - c.rpos
+		if scanned >= c.max { // and its newline still to come
+			return nil, fmt.Errorf("control message longer than %d bytes", c.max)
+		}
+		if c.rend == len(c.rbuf) {
+			if c.rpos > 0 {
+				c.rend = copy(c.rbuf, c.rbuf[c.rpos:c.rend])
+				c.rpos = 0
+			} else {
+				c.grow(min(2*len(c.rbuf), c.max))
+			}
+		}
+		n, err := c.c.Read(c.rbuf[c.rend:])
+		c.rend += n
+		if n > 0 {
+			continue // an error comes again with the next read
+		}
+		if err == io.EOF && c.rend > c.rpos {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return nil, err
+	}
+}
+
+// grow makes rbuf n long (a buffer of longBufs), keeping what it holds.
+func (c *Conn) grow(n int) {
+	p := getLong(n)
+	b := (*p)[:cap(*p)]
+	c.rend = copy(b, c.rbuf[c.rpos:c.rend])
+	c.rpos = 0
+	if c.rlong != nil {
+		putLong(c.rlong, c.rbuf)
+	}
+	c.rbuf, c.rlong = b, p
+}
+
+// shrink gives a long buffer back once what is left in it fits the
+// connection's own.
+func (c *Conn) shrink() {
+	if c.rlong == nil || c.rend-c.rpos > len(c.rsmall) {
+		return
+	}
+	c.rend = copy(c.rsmall, c.rbuf[c.rpos:c.rend])
+	c.rpos = 0
+	putLong(c.rlong, c.rbuf)
+	c.rbuf, c.rlong = c.rsmall, nil
 }
 
 // SetDeadline sets the socket's read and write deadline.

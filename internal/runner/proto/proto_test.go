@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,5 +109,79 @@ func TestListenAndDialWithALongPath(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(long, "ctl.sock")); err != nil {
 		t.Fatalf("socket file not at its path: %v", err)
+	}
+}
+
+// Long messages are made and read in buffers kept for reuse (longBufs):
+// what one message decoded to is its own, whatever the messages after it
+// (longer, shorter, written from several goroutines at once) do with the
+// buffers. Every message is kept and compared only after all were read.
+func TestLongMessagesKeepTheirBytes(t *testing.T) {
+	a, b := pair(t)
+	const n = 60
+	want := make(map[int64][]byte, n)
+	for i := range n {
+		size := (i%7 + 1) * 37 << 10 // 37 KiB … 259 KiB, up and down
+		d := bytes.Repeat([]byte{byte(i)}, size)
+		d[0], d[len(d)-1] = 0xff, byte(size)
+		want[int64(i)] = d
+	}
+	go func() {
+		done := make(chan struct{})
+		for w := range 3 {
+			go func() {
+				for i := w; i < n; i += 3 {
+					a.Send(&Msg{T: TInput, ID: int64(i), Data: want[int64(i)], Screen: RawJSON(`{"s":"` + strings.Repeat("z", i*100) + `"}`)})
+				}
+				done <- struct{}{}
+			}()
+		}
+		for range 3 {
+			<-done
+		}
+	}()
+	got := make([]*Msg, 0, n)
+	for range n {
+		m, err := b.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	for _, m := range got {
+		if !bytes.Equal(m.Data, want[m.ID]) {
+			t.Errorf("message %d: %d bytes, not the %d sent (changed after it was read?)", m.ID, len(m.Data), len(want[m.ID]))
+		}
+		if s := string(m.Screen); s != `{"s":"`+strings.Repeat("z", int(m.ID)*100)+`"}` {
+			t.Errorf("message %d: screen changed after it was read: %.40q…", m.ID, s)
+		}
+	}
+}
+
+// BenchmarkRecvInput: 64 KiB inputs (attach's messages) over a real Unix
+// socket, sent and read: what one costs the two ends of the channel.
+func BenchmarkRecvInput(b *testing.B) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fa, fb := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	defer fa.Close()
+	defer fb.Close()
+	a, c := NewConn(fa), NewConn(fb)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<10)
+	b.SetBytes(int64(len(data)))
+	go func() {
+		for range b.N {
+			if err := a.Send(&Msg{T: TInput, Data: data, TimeoutMS: 5000}); err != nil {
+				return
+			}
+		}
+	}()
+	for range b.N {
+		m, err := c.Recv()
+		if err != nil || len(m.Data) != len(data) {
+			b.Fatal(err)
+		}
 	}
 }
