@@ -62,6 +62,11 @@ type Term struct {
 	pend *pending
 	frag []byte
 	join []byte // frag and the next write
+	// moved: line feeds and indexes done by moving rows (scroll.go),
+	// not by the emulator's copy of every cell.
+	moved int
+	// lineBuf: scratch for a row's text on its way to the scrollback.
+	lineBuf []byte
 }
 
 // New makes the screen of a cols × rows terminal (Fits must hold). It
