@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,18 +107,8 @@ func (j *job) setEnd(e store.Exit) {
 	// The facts of the start travel with the end too (a job whose process
 	// failed to become the job has no running event): its record, read
 	// before the end is written, has them as its row will.
-	if j.pid == 0 {
-		j.pid = e.PID
-	}
-	if j.pgid == 0 {
-		j.pgid = e.Pgid
-	}
-	if j.isolation == "" {
-		j.isolation = e.Isolation
-	}
-	if j.limits == "" {
-		j.limits = e.LimitsApplied
-	}
+	j.pid, j.pgid = cmp.Or(j.pid, e.PID), cmp.Or(j.pgid, e.Pgid)
+	j.isolation, j.limits = cmp.Or(j.isolation, e.Isolation), cmp.Or(j.limits, e.LimitsApplied)
 	j.notifyLocked()
 }
 

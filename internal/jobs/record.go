@@ -4,6 +4,7 @@ package jobs
 // record of a job, its stderr, signals and resizing its terminal.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -264,18 +265,8 @@ func (s *Service) Record(ctx context.Context, id string) (*Record, error) {
 			t := j.ended
 			row.EndedAt = &t
 		}
-		if row.PID == 0 {
-			row.PID = j.pid
-		}
-		if row.Pgid == 0 {
-			row.Pgid = j.pgid
-		}
-		if row.LimitsApplied == "" {
-			row.LimitsApplied = j.limits
-		}
-		if row.Isolation == "" {
-			row.Isolation = j.isolation
-		}
+		row.PID, row.Pgid = cmp.Or(row.PID, j.pid), cmp.Or(row.Pgid, j.pgid)
+		row.LimitsApplied, row.Isolation = cmp.Or(row.LimitsApplied, j.limits), cmp.Or(row.Isolation, j.isolation)
 		j.mu.Unlock()
 	}
 	dir := runner.JobDir(s.cfg.StateDir, id)
