@@ -131,11 +131,17 @@ var ErrRawGone = errors.New("raw output no longer kept")
 // AttachRaw is pty job id's raw terminal bytes from off (at most 64 KiB;
 // none yet when off is the end). Once the job has ended they are read from
 // the ring its runner left (runner.RawFile); ErrRawGone when they are not
-// kept, ErrNotRunning when the job ended and left none.
+// kept, ErrNotRunning when the job ended and left none. While the job
+// runs, bytes the last out event carried are answered from memory (no
+// round trip to the runner): perhaps fewer than the runner would give, the
+// caller asks again from where they end.
 func (s *Service) AttachRaw(ctx context.Context, id string, off int64) ([]byte, error) {
 	j := s.lookup(id)
 	if j == nil || j.done() {
 		return s.rawLeft(id, off)
+	}
+	if b := j.rawInlined(off); b != nil {
+		return b, nil
 	}
 	a, err := s.requestUntilEnd(ctx, j, &proto.Msg{T: proto.TRaw, RawSize: off})
 	if err != nil {
@@ -153,6 +159,18 @@ func (s *Service) AttachRaw(ctx context.Context, id string, off int64) ([]byte, 
 		return s.rawLeft(id, off)
 	}
 	return nil, fmt.Errorf("read the raw output of job %s: %s", id, a.Err)
+}
+
+// rawInlined is a copy of the raw bytes from off to the end of the last
+// chunk an out event carried, when that chunk holds off (nil otherwise:
+// the runner is asked).
+func (j *job) rawInlined(off int64) []byte {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if off < j.rawChunkAt || off >= j.rawChunkAt+int64(len(j.rawChunk)) {
+		return nil
+	}
+	return append([]byte(nil), j.rawChunk[off-j.rawChunkAt:]...)
 }
 
 // AttachRedraw is the bytes that redraw pty job id's screen now, and the

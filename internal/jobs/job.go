@@ -59,6 +59,12 @@ type job struct {
 	// attach (attach.go): the terminal's raw bytes read so far, as the
 	// runner announced them once an attach started its raw ring.
 	rawSize int64
+	// rawChunk is the last raw bytes an out event carried (the runner
+	// inlines small growth while a client is attached), from raw offset
+	// rawChunkAt: AttachRaw answers from it without asking the runner.
+	// Replaced, never written into: a copy handed out stays whole.
+	rawChunk   []byte
+	rawChunkAt int64
 
 	// input-wait (spec/extended-api.md §4; inputwait.go): the runner's
 	// last word on whether the job's foreground process is blocked
@@ -196,6 +202,10 @@ func (s *Service) applyProgress(j *job, m *proto.Msg) {
 	}
 	if m.RawSize > j.rawSize {
 		j.rawSize = m.RawSize // attach.go
+	}
+	if m.T == proto.TOutput && len(m.Data) > 0 && m.RawSize >= int64(len(m.Data)) {
+		// Data is the raw bytes ending at RawSize (attach.go's AttachRaw).
+		j.rawChunk, j.rawChunkAt = m.Data, m.RawSize-int64(len(m.Data))
 	}
 	becameRunning := false
 	if m.PID != 0 {

@@ -57,9 +57,14 @@ func (r *Runner) sendSizes() {
 		if n == last && e == lastErr && raw == lastRaw {
 			continue
 		}
+		// An attached client's raw bytes ride along when few (raw.go).
+		var inline []byte
+		if lastRaw >= 0 && raw > lastRaw && raw-lastRaw <= rawInlineMax && r.rawInlining(now) {
+			inline = r.rawBetween(lastRaw, raw)
+		}
 		last, lastErr, lastRaw = n, e, raw
 		lastSent = now
-		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e, RawSize: raw})
+		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e, RawSize: raw, Data: inline})
 		r.iw.event() // input-wait: a prompt may have been printed
 	}
 }

@@ -33,6 +33,58 @@ const rawRingSize = 1 << 20
 // a control message, and the server sends it on as one WebSocket message.
 const rawReadMax = 64 << 10
 
+// Small raw growth is carried inside the size event that announces it
+// (the event's Data: exactly the raw bytes from RawSize-len(Data) to
+// RawSize), so the server answers an attached client's next read from
+// memory instead of asking for the bytes (a second round trip per echoed
+// line or prompt). Only while someone is attached: the runner inlines
+// for rawInlineFor after it last served a raw request; a job nobody
+// attaches to never has a ring, and one whose client left stops inlining
+// once the window passes. A client whose reads are all answered from
+// memory sends no raw request, so the window lapses during a long attach
+// too: the next growth then goes without bytes, the server asks for
+// them, and that request opens the window again (one round trip per
+// window, not per line).
+//
+// rawInlineMax bounds what one event carries: an echoed line, a prompt,
+// a keystroke's redraw, a pty read (at most 4 KiB from the line
+// discipline) fit, so the exchanges that wait on the round trip lose it;
+// larger growth is a flood, where one request fetches up to 64 KiB and
+// its cost is spread over them, and events stay small (under 6 KiB of
+// base64) so they never hold the channel up for the answers behind them.
+const (
+	rawInlineMax = 4 << 10
+	rawInlineFor = 5 * time.Second
+)
+
+// rawInlining is whether a raw request was served within rawInlineFor of
+// now.
+func (r *Runner) rawInlining(now time.Time) bool {
+	asked := r.rawAsked.Load()
+	return asked != 0 && now.UnixNano()-asked < int64(rawInlineFor)
+}
+
+// rawBetween is a copy of the raw bytes from..to when the ring holds all
+// of them (nil otherwise): to is a raw size already announced by put, so
+// at most the ring's current end, and from must not have been written
+// over since (checked against the current end, under the lock put takes).
+func (r *Runner) rawBetween(from, to int64) []byte {
+	r.mu.Lock()
+	f := r.screen
+	r.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.ring
+	if g == nil || from >= to || from < g.first || from < f.raw-int64(len(g.buf)) || to > f.raw {
+		return nil
+	}
+	b, _ := g.read(from, to, int(to-from))
+	return b
+}
+
 // RawFile holds the raw ring of a pty job once its output is drained
 // (only when one was made): the offset of its first byte (8 bytes, little
 // endian), then the bytes.
@@ -115,6 +167,7 @@ func (r *Runner) rawRequest(m *proto.Msg) *proto.Msg {
 		return ack
 	}
 	f.startRaw(r.rawGrew)
+	r.rawAsked.Store(time.Now().UnixNano())
 	if m.Redraw {
 		ack.Data, ack.RawSize, ack.Err = r.redraw(f)
 		return ack

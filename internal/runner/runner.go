@@ -78,6 +78,7 @@ type Runner struct {
 	size      atomic.Int64
 	errSize   atomic.Int64 // stderr.log's size (stdio jobs), announced with size
 	rawSize   atomic.Int64 // the terminal's raw bytes, once attached (raw.go), announced with size
+	rawAsked  atomic.Int64 // unix ns of the last raw request served (raw.go: inlining)
 	sizeCh    chan struct{}
 	lastWrite atomic.Int64 // unix ns of the last output write
 	// lastGrowth (unix ns) and grewAfterPause (the output grew after

@@ -48,7 +48,9 @@ const (
 	// holds them), or with Redraw the bytes that redraw the screen now
 	// (the ack's RawSize: the raw offset the screen stands at). The first
 	// raw request starts the runner's raw ring; from then on out and state
-	// carry RawSize, the terminal's raw bytes read so far.
+	// carry RawSize, the terminal's raw bytes read so far. While raw
+	// requests come (an attach), an out whose raw growth is small carries
+	// it in Data: exactly the raw bytes from RawSize-len(Data) to RawSize.
 	TRaw = "raw"
 )
 
@@ -77,7 +79,7 @@ type Msg struct {
 	// out and state), so a stream of the stderr channel is woken too.
 	ErrSize int64 `json:"err_size,omitempty"`
 
-	// input / terminate / resize
+	// input / terminate / resize; out: raw bytes inlined (see TRaw)
 	Data  []byte  `json:"data,omitempty"`
 	Grace float64 `json:"grace,omitempty"` // seconds
 	Cols  int     `json:"cols,omitempty"`
