@@ -24,18 +24,7 @@ func TestSizeEventInlinesRawWhileAttached(t *testing.T) {
 	r.spec = &Spec{Mode: "pty", Cols: 80, Rows: 24}
 	r.log = newLogger(io.Discard)
 	events := make(chan *proto.Msg, 1<<10)
-	go func() {
-		pc := proto.NewConn(b)
-		for {
-			m, err := pc.Recv()
-			if err != nil {
-				return
-			}
-			if m.T == proto.TOutput {
-				events <- m
-			}
-		}
-	}()
+	onOutputEvents(b, func(m *proto.Msg) { events <- m })
 	go r.sendSizes()
 	f, why := r.screenFeed()
 	if f == nil {

@@ -17,18 +17,7 @@ func pacedRunner(t *testing.T) (*Runner, <-chan time.Time) {
 	r := &Runner{sizeCh: make(chan struct{}, 1), done: make(chan struct{}),
 		conns: map[*proto.Conn]struct{}{c: {}}}
 	got := make(chan time.Time, 1<<16)
-	go func() {
-		pc := proto.NewConn(b)
-		for {
-			m, err := pc.Recv()
-			if err != nil {
-				return
-			}
-			if m.T == proto.TOutput {
-				got <- time.Now()
-			}
-		}
-	}()
+	onOutputEvents(b, func(*proto.Msg) { got <- time.Now() })
 	go r.sendSizes()
 	t.Cleanup(func() { close(r.done); a.Close(); b.Close() })
 	return r, got
@@ -77,4 +66,21 @@ func TestSizeEventsOfAFloodCoalesced(t *testing.T) {
 	if n, most := len(got), int(span/sizeEventGap)+5; n > most {
 		t.Fatalf("%d events for %v of output without pause, want at most %d (one per %v)", n, span, most, sizeEventGap)
 	}
+}
+
+// onOutputEvents calls each with every output event read from conn, the
+// runner's end of which is a test's; it stops when conn closes.
+func onOutputEvents(conn net.Conn, each func(*proto.Msg)) {
+	go func() {
+		pc := proto.NewConn(conn)
+		for {
+			m, err := pc.Recv()
+			if err != nil {
+				return
+			}
+			if m.T == proto.TOutput {
+				each(m)
+			}
+		}
+	}()
 }
