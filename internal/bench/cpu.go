@@ -67,33 +67,14 @@ func childrenCPU() time.Duration {
 // PTY, timed by getrusage of this process's children.
 func benchCPU(ctx context.Context, e *Env, s Sizes) []*Row {
 	r := &Row{Figure: "CPU per job, server + runner", Unit: Millis, Target: Target{Reported, 0}}
-	for i := 0; i < 5; i++ {
-		if _, _, err := e.RunToDone(ctx, "pty", echoHi, 30); err != nil {
-			r.Err = err.Error()
-			return []*Row{r}
-		}
-	}
-	// Every runner of the warm-up has left and been reaped.
-	if err := settle(ctx, 500*time.Millisecond); err != nil {
-		r.Err = err.Error()
-		return []*Row{r}
-	}
-	before, err := treeCPU(e.PID)
+	// The warm-up's runners have all left and been reaped before the
+	// first reading; the measured runs' before the second.
+	before, err := cpuAfterJobs(ctx, e, 5)
 	if err != nil {
 		r.Err = err.Error()
 		return []*Row{r}
 	}
-	for i := 0; i < s.Runs; i++ {
-		if _, _, err := e.RunToDone(ctx, "pty", echoHi, 30); err != nil {
-			r.Err = err.Error()
-			return []*Row{r}
-		}
-	}
-	if err := settle(ctx, 500*time.Millisecond); err != nil {
-		r.Err = err.Error()
-		return []*Row{r}
-	}
-	after, err := treeCPU(e.PID)
+	after, err := cpuAfterJobs(ctx, e, s.Runs)
 	if err != nil {
 		r.Err = err.Error()
 		return []*Row{r}
@@ -190,4 +171,19 @@ func benchNonLine(ctx context.Context, e *Env, s Sizes) []*Row {
 	r.Runtime, r.Floor = Summarize(rt), Summarize(fl)
 	r.Notes = append(r.Notes, fmt.Sprintf("%d × pty job `cat` of %d MiB of random bytes to done, with the screen emulator, vs the same on a server whose pty jobs have no screen (SHELLCTL_BENCH_NO_SCREEN=1), interleaved", s.Reps, nonLineMiB))
 	return []*Row{r}
+}
+
+// cpuAfterJobs runs n pty jobs of echo hi back to back, lets their
+// runners leave and be reaped, then reads the server's CPU with its reaped
+// children's (treeCPU).
+func cpuAfterJobs(ctx context.Context, e *Env, n int) (time.Duration, error) {
+	for range n {
+		if _, _, err := e.RunToDone(ctx, "pty", echoHi, 30); err != nil {
+			return 0, err
+		}
+	}
+	if err := settle(ctx, 500*time.Millisecond); err != nil {
+		return 0, err
+	}
+	return treeCPU(e.PID)
 }
