@@ -15,7 +15,7 @@ import threading
 from typing import Dict, List, Optional
 from urllib.parse import urlsplit
 
-from shellctl import Client
+from shellctl import Client, JobResult
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TOKEN = "py-client-test-token"
@@ -178,3 +178,11 @@ def _close(*socks: socket.socket) -> None:
         except OSError:
             pass
         s.close()
+
+
+def wait_done(c: Client, job_id: str) -> JobResult:
+    """Waits (server-side, no polling) until the job ends: its last window."""
+    while True:
+        w = c.wait(job_id, 0, timeout=30, output_limit=524288)
+        if w.done:
+            return w

@@ -24,7 +24,7 @@ from shellctl import (
     StateEvent,
 )
 
-from .harness import REPO_ROOT, CuttingProxy, Server
+from .harness import wait_done as harness_wait_done, REPO_ROOT, CuttingProxy, Server
 
 srv: Server
 c: Client
@@ -42,10 +42,7 @@ def tearDownModule() -> None:
 
 def wait_done(job_id: str) -> JobResult:
     """Waits (server-side, no polling) until the job ends."""
-    while True:
-        w = c.wait(job_id, 0, timeout=30, output_limit=524288)
-        if w.done:
-            return w
+    return harness_wait_done(c, job_id)
 
 
 class Jobs(unittest.TestCase):

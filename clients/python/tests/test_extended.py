@@ -24,7 +24,7 @@ from shellctl import (
     WatchReady,
 )
 
-from .harness import CuttingProxy, Server
+from .harness import wait_done as harness_wait_done, CuttingProxy, Server
 
 srv: Server
 c: Client
@@ -41,10 +41,8 @@ def tearDownModule() -> None:
 
 
 def wait_done(job_id: str) -> JobResult:
-    while True:
-        w = c.wait(job_id, 0, timeout=30, output_limit=524288)
-        if w.done:
-            return w
+    """Waits (server-side, no polling) until the job ends."""
+    return harness_wait_done(c, job_id)
 
 
 def started(pipe: bool = False) -> JobResult:

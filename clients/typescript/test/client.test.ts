@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFileSync, writeFileSync, rmSync, existsSync } from "node:fs";
 import path from "node:path";
 import { ShellctlClient, ShellctlError, type JobWindow } from "../src/index.js";
-import { startServer, CuttingProxy, repoRoot, type TestServer } from "./harness.js";
+import { startServer, waitDone as waitDoneOf, CuttingProxy, repoRoot, type TestServer } from "./harness.js";
 
 let srv: TestServer;
 let c: ShellctlClient;
@@ -21,12 +21,7 @@ after(async () => {
 });
 
 // waitDone waits (server-side, no polling) until the job ends.
-async function waitDone(id: string): Promise<JobWindow> {
-  for (;;) {
-    const w = await c.wait(id, { offset: 0, timeout: 30, output_limit: 524288 });
-    if (w.done) return w;
-  }
-}
+const waitDone = (id: string): Promise<JobWindow> => waitDoneOf(c, id);
 
 async function rejectsWith(p: Promise<unknown>, status: number, code: string): Promise<void> {
   await assert.rejects(p, (err: unknown) => {

@@ -17,7 +17,7 @@ import {
   type JobWindow,
   type WatchEvent,
 } from "../src/index.js";
-import { startServer, CuttingProxy, type TestServer } from "./harness.js";
+import { startServer, waitDone as waitDoneOf, CuttingProxy, type TestServer } from "./harness.js";
 
 let srv: TestServer;
 let c: ShellctlClient;
@@ -30,12 +30,8 @@ after(async () => {
   await srv?.stop();
 });
 
-async function waitDone(id: string): Promise<JobWindow> {
-  for (;;) {
-    const w = await c.wait(id, { offset: 0, timeout: 30, output_limit: 524288 });
-    if (w.done) return w;
-  }
-}
+// waitDone waits (server-side, no polling) until the job ends.
+const waitDone = (id: string): Promise<JobWindow> => waitDoneOf(c, id);
 
 // started runs a stdio job that has started (its run answers once "up" is
 // out) and then sleeps without reading its stdin; a job ended before it

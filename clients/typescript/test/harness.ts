@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ShellctlClient } from "../src/index.js";
+import { ShellctlClient, type JobWindow } from "../src/index.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 /** The repository's root (this file runs from clients/typescript/dist/test). */
@@ -171,5 +171,13 @@ export class CuttingProxy {
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+// waitDone waits (server-side, no polling) until job id ends: its last window.
+export async function waitDone(c: ShellctlClient, id: string): Promise<JobWindow> {
+  for (;;) {
+    const w = await c.wait(id, { offset: 0, timeout: 30, output_limit: 524288 });
+    if (w.done) return w;
   }
 }
