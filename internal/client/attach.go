@@ -37,11 +37,13 @@ type AttachOptions struct {
 
 // AttachConn is one attach WebSocket.
 type AttachConn struct {
-	c *websocket.Conn
+	c   *websocket.Conn
+	buf []byte // Next reads each message into it
 }
 
 // AttachMessage is one message from the server: Output bytes (binary), or
-// a control message (text).
+// a control message (text). Output lies in the connection's own buffer:
+// it is valid until the next call of Next (copy what is kept longer).
 type AttachMessage struct {
 	Output  []byte
 	Control *AttachControl
@@ -144,9 +146,9 @@ func (a *AttachConn) control(ctx context.Context, v any) error {
 // normally (after the exit message).
 var ErrAttachClosed = errors.New("attach closed")
 
-// Next reads the next message.
+// Next reads the next message. Its Output is valid until the next call.
 func (a *AttachConn) Next(ctx context.Context) (*AttachMessage, error) {
-	typ, b, err := a.c.Read(ctx)
+	typ, b, err := a.read(ctx)
 	if err != nil {
 		if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
 			return nil, ErrAttachClosed
@@ -161,6 +163,35 @@ func (a *AttachConn) Next(ctx context.Context) (*AttachMessage, error) {
 		return nil, fmt.Errorf("attach: a text message that is not a control message: %w", err)
 	}
 	return &AttachMessage{Control: &m}, nil
+}
+
+// read reads the next message into a.buf, kept from message to message:
+// a stream of output costs no allocation (and no clearing of new memory)
+// per message.
+func (a *AttachConn) read(ctx context.Context) (websocket.MessageType, []byte, error) {
+	typ, r, err := a.c.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	b := a.buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	a.buf = b
+	if cap(b) > 4<<20 {
+		a.buf = nil // a rare long one (a redraw) is not kept
+	}
+	return typ, b, nil
 }
 
 // Close closes the socket (the job goes on).

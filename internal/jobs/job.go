@@ -353,7 +353,7 @@ func (s *Service) lostChannel(j *job, c *proto.Conn, cause error) {
 	default:
 	}
 	if nc, err := dialControl(j.dir, runner.SocketFile); err == nil {
-		if err := nc.Send(&proto.Msg{T: proto.THello, Key: j.key}); err == nil {
+		if err := nc.Send(&proto.Msg{T: proto.THello, Key: j.key, Frames: true}); err == nil {
 			s.attach(j, nc)
 			return
 		}

@@ -62,7 +62,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		s.live[j.id] = j
 		s.mu.Unlock()
 		s.attach(j, c)
-		if err := c.Send(&proto.Msg{T: proto.THello, Key: j.key}); err != nil {
+		if err := c.Send(&proto.Msg{T: proto.THello, Key: j.key, Frames: true}); err != nil {
 			c.Close()
 		}
 		s.log.Info("job found again", "job", j.id, "status", row.Status)

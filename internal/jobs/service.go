@@ -756,7 +756,7 @@ func (s *Service) assign(spec *runner.Spec, ir *idleRunner, dirs *jobDirs) (int,
 		if err != nil {
 			return 0, nil, fmt.Errorf("encode spec of job %s: %w", spec.ID, err)
 		}
-		if err := ir.conn.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw}, fds); err != nil {
+		if err := ir.conn.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw, Frames: true}, fds); err != nil {
 			// That runner is gone (killed while idle): try the next.
 			ir.conn.Close()
 			ir = nil
@@ -770,7 +770,7 @@ func (s *Service) assign(spec *runner.Spec, ir *idleRunner, dirs *jobDirs) (int,
 	}
 	raw, err := json.Marshal(spec)
 	if err == nil {
-		err = conn.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw}, fds)
+		err = conn.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw, Frames: true}, fds)
 	}
 	if err != nil {
 		conn.Close()

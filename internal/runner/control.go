@@ -108,7 +108,7 @@ func (r *Runner) state() *proto.Msg {
 	defer r.mu.Unlock()
 	if r.exit != nil {
 		m := *r.exit
-		m.T = proto.TState
+		m.T, m.Frames = proto.TState, true
 		m.PID = r.pid
 		m.StartedAt = unixNano(r.startedAt)
 		m.Isolation = r.isolation
@@ -122,7 +122,7 @@ func (r *Runner) state() *proto.Msg {
 	if r.pid != 0 {
 		st = jobstate.StatusRunning
 	}
-	m := &proto.Msg{T: proto.TState, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath,
+	m := &proto.Msg{T: proto.TState, Frames: true, Status: st, PID: r.pid, StartedAt: unixNano(r.startedAt), Isolation: r.isolation, Size: r.size.Load(), Cgroup: r.cgroupPath,
 		Pgid: r.pgid, Limits: r.limits, ErrSize: r.errSize.Load(), RawSize: r.rawSize.Load()}
 	r.iw.fill(m) // input-wait, for a server that connects later
 	return m
@@ -152,6 +152,7 @@ func (r *Runner) serve(c *proto.Conn) {
 			if r.spec.Mode != "pty" && r.stdinCh != nil {
 				// stdin.go: the writer acks once the pipe took the bytes.
 				if why, ok := r.queueStdin(c, m); !ok {
+					m.Release()
 					c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: why})
 				}
 				continue
@@ -163,12 +164,12 @@ func (r *Runner) serve(c *proto.Conn) {
 			}
 			if m.Block { // attach (raw.go): held until queued
 				go func() {
-					errText, seq := r.inputBlocking(m.Data)
+					errText, seq := r.inputBlocking(termInput{m.Data, m})
 					c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
 				}()
 				continue
 			}
-			errText, seq := r.input(m.Data)
+			errText, seq := r.input(termInput{m.Data, m})
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: errText, InputSeq: seq})
 		case proto.TResize:
 			c.Send(&proto.Msg{T: proto.TAck, ID: m.ID, Err: r.resize(m.Cols, m.Rows)})
@@ -225,19 +226,36 @@ func (r *Runner) serve(c *proto.Conn) {
 // input queues text for the terminal. Writing happens on its own goroutine
 // so a job that does not read its terminal cannot block the control channel.
 // The input's number (input-wait) goes back with the ack.
-func (r *Runner) input(b []byte) (string, int64) {
+func (r *Runner) input(in termInput) (string, int64) {
 	if r.spec.Mode != "pty" {
+		in.release()
 		return "input_unsupported", 0
 	}
 	r.mu.Lock()
 	done := r.exit != nil
 	r.mu.Unlock()
 	if done {
+		in.release()
 		return "job_not_running", 0
 	}
-	seq, ok := r.iw.queue(r.inputCh, b)
+	seq, ok := r.iw.queue(r.inputCh, in)
 	if !ok {
+		in.release()
 		return "input queue full: the job is not reading its terminal", 0
 	}
 	return "", seq
+}
+
+// termInput is input for the terminal: its bytes, and the message they
+// came in, whose buffer is given back once they are written (nil: bytes
+// of the runner's own, such as typed keys).
+type termInput struct {
+	b   []byte
+	msg *proto.Msg
+}
+
+func (in termInput) release() {
+	if in.msg != nil {
+		in.msg.Release()
+	}
 }

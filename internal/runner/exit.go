@@ -39,7 +39,7 @@ func exitOf(ws unix.WaitStatus) (code, sig int) {
 
 func (r *Runner) running() {
 	r.mu.Lock()
-	m := &proto.Msg{T: proto.TRunning, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation, Cgroup: r.cgroupPath,
+	m := &proto.Msg{T: proto.TRunning, Frames: true, Status: jobstate.StatusRunning, PID: r.pid, StartedAt: r.startedAt.UnixNano(), Isolation: r.isolation, Cgroup: r.cgroupPath,
 		Pgid: r.pgid, Limits: r.limits}
 	r.mu.Unlock()
 	r.broadcast(m)

@@ -157,7 +157,7 @@ func (iw *inputWait) event() {
 
 // queue puts input b on ch for the terminal and numbers it; 0, false when
 // the queue is full.
-func (iw *inputWait) queue(ch chan []byte, b []byte) (int64, bool) {
+func (iw *inputWait) queue(ch chan termInput, b termInput) (int64, bool) {
 	// Counted before it can be written: written never passes queued.
 	n := iw.queued.Add(1)
 	select {
@@ -170,7 +170,7 @@ func (iw *inputWait) queue(ch chan []byte, b []byte) (int64, bool) {
 }
 
 // queueWait is queue, waiting for room until done is closed (false then).
-func (iw *inputWait) queueWait(ch chan []byte, b []byte, done <-chan struct{}) (int64, bool) {
+func (iw *inputWait) queueWait(ch chan termInput, b termInput, done <-chan struct{}) (int64, bool) {
 	n := iw.queued.Add(1)
 	select {
 	case ch <- b:

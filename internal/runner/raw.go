@@ -242,12 +242,14 @@ func (r *Runner) saveRaw() {
 // inputBlocking queues input for the terminal as input does, waiting for
 // room in the queue (an attached client's bytes are held back, never
 // dropped, while the job does not read its terminal).
-func (r *Runner) inputBlocking(b []byte) (string, int64) {
+func (r *Runner) inputBlocking(in termInput) (string, int64) {
 	if r.spec.Mode != "pty" {
+		in.release()
 		return "input_unsupported", 0
 	}
-	seq, ok := r.iw.queueWait(r.inputCh, b, r.done)
+	seq, ok := r.iw.queueWait(r.inputCh, in, r.done)
 	if !ok {
+		in.release()
 		return "job_not_running", 0
 	}
 	return "", seq

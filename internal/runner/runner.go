@@ -114,7 +114,7 @@ type Runner struct {
 	pumpDone     chan struct{} // closed when all output is on disk
 	screen       *screenFeed   // pty: the job's screen (screen.go), set under mu
 	screenStart  screenStarter // starts its screen process (nil: startScreenProc; tests set one)
-	inputCh      chan []byte
+	inputCh      chan termInput
 	iw           inputWait // input-wait (inputwait.go)
 
 	// stdio jobs with a stdin pipe (stdin.go): the runner's end (nil once
@@ -228,7 +228,7 @@ func Main(args []string) int {
 		done:      make(chan struct{}),
 		startDone: make(chan struct{}),
 		exitAck:   make(chan struct{}),
-		inputCh:   make(chan []byte, inputQueue),
+		inputCh:   make(chan termInput, inputQueue),
 		early:     map[int]unix.WaitStatus{},
 		mainState: make(chan unix.WaitStatus, 1),
 		cgroupFD:  -1,

@@ -428,7 +428,7 @@ func (r *Runner) keys(m *proto.Msg) *proto.Msg {
 		return ack
 	}
 	sent := time.Now()
-	e, seq := r.input(b)
+	e, seq := r.input(termInput{b: b})
 	if e != "" {
 		ack.Err = e
 		return ack

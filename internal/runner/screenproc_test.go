@@ -151,7 +151,7 @@ func TestLiveTermRefusesAnAnswerOfAnotherShape(t *testing.T) {
 // on the 409 does not type them twice.
 func TestKeysNotTypedOnABrokenScreen(t *testing.T) {
 	withProcTimeout(t, 100*time.Millisecond)
-	r := &Runner{spec: &Spec{Mode: "pty", Cols: 80, Rows: 24}, inputCh: make(chan []byte, inputQueue), screenStart: stuckScreen(t)}
+	r := &Runner{spec: &Spec{Mode: "pty", Cols: 80, Rows: 24}, inputCh: make(chan termInput, inputQueue), screenStart: stuckScreen(t)}
 	f, _ := r.screenFeed()
 	defer f.close()
 	f.put([]byte("\x1b[2J"))

@@ -402,11 +402,12 @@ func masterPending(master *os.File) (hup, in bool) {
 func (r *Runner) writeInput() {
 	for {
 		select {
-		case b := <-r.inputCh:
-			r.iw.beforeWrite() // input-wait: readers blocked now have not read b
-			if _, err := r.master.Write(b); err != nil {
+		case in := <-r.inputCh:
+			r.iw.beforeWrite() // input-wait: readers blocked now have not read it
+			if _, err := r.master.Write(in.b); err != nil {
 				r.log.Warn("write input", "err", err)
 			}
+			in.release()
 			r.iw.event()
 		case <-r.done:
 			return

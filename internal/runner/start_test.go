@@ -71,6 +71,7 @@ type realRunner struct {
 	job   string // the job's directory
 	cmd   *exec.Cmd
 	ctl   *proto.Conn
+	wire  *wireTap // what went over ctl, both ways
 	log   bytes.Buffer
 }
 
@@ -100,7 +101,8 @@ func startRealRunner(t *testing.T, beside func(dir string), env ...string) *real
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr.ctl = proto.NewConn(c)
+	rr.wire = &wireTap{UnixConn: c.(*net.UnixConn)}
+	rr.ctl = proto.NewConn(rr.wire)
 	rr.cmd = exec.Command(filepath.Join(rr.dir, "shellctl-runner"), runnerArg, "--state-dir", rr.state, "--ctl-fd", "3", "--no-cgroup")
 	rr.cmd.ExtraFiles = []*os.File{theirs}
 	rr.cmd.Stdout, rr.cmd.Stderr = &rr.log, &rr.log
@@ -121,8 +123,17 @@ func startRealRunner(t *testing.T, beside func(dir string), env ...string) *real
 }
 
 // assign hands the runner its job (mode, running script), as the server
-// does.
+// does, but for frames: a server that reads them says so (assignFrames).
 func (rr *realRunner) assign(mode, script string, change ...func(*Spec)) {
+	rr.assignAs(false, mode, script, change...)
+}
+
+// assignFrames is assign from a server that reads frames, as shellctl's.
+func (rr *realRunner) assignFrames(mode, script string, change ...func(*Spec)) {
+	rr.assignAs(true, mode, script, change...)
+}
+
+func (rr *realRunner) assignAs(frames bool, mode, script string, change ...func(*Spec)) {
 	rr.t.Helper()
 	base := filepath.Dir(rr.dir)
 	spec := &Spec{ID: "job1", StateDir: rr.state, Dir: rr.job, Mode: mode, ControlKey: "key",
@@ -147,7 +158,7 @@ func (rr *realRunner) assign(mode, script string, change ...func(*Spec)) {
 	}
 	defer home.Close()
 	raw, _ := json.Marshal(spec)
-	if err := rr.ctl.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw}, []int{jobDir.Fd(), int(cwd.Fd()), int(home.Fd())}); err != nil {
+	if err := rr.ctl.SendWithFDs(&proto.Msg{T: proto.TAssign, Spec: raw, Frames: frames}, []int{jobDir.Fd(), int(cwd.Fd()), int(home.Fd())}); err != nil {
 		rr.t.Fatal(err)
 	}
 }

@@ -49,6 +49,7 @@ type stdinReq struct {
 	c       *proto.Conn
 	id      int64
 	data    []byte
+	msg     *proto.Msg // data's message: its buffer is given back once written
 	eof     bool
 	timeout time.Duration
 }
@@ -97,7 +98,7 @@ func (r *Runner) queueStdin(c *proto.Conn, m *proto.Msg) (why string, ok bool) {
 	t := time.Duration(m.TimeoutMS) * time.Millisecond
 	t = min(max(t, 0), maxStdinWait)
 	select {
-	case r.stdinCh <- stdinReq{c: c, id: m.ID, data: m.Data, eof: m.EOF, timeout: t}:
+	case r.stdinCh <- stdinReq{c: c, id: m.ID, data: m.Data, msg: m, eof: m.EOF, timeout: t}:
 		return "", true
 	default:
 		return "input queue full: the job is not reading its stdin", false
@@ -116,12 +117,14 @@ func (r *Runner) writeStdin() {
 		case q := <-r.stdinCh:
 			r.stdinBusy.Lock()
 			n, why := r.stdinWrite(q)
+			q.msg.Release()
 			q.c.Send(&proto.Msg{T: proto.TAck, ID: q.id, Err: why, Taken: int64(n)})
 			r.stdinBusy.Unlock()
 		case <-r.done:
 			for {
 				select {
 				case q := <-r.stdinCh:
+					q.msg.Release()
 					q.c.Send(&proto.Msg{T: proto.TAck, ID: q.id, Err: InputNotRunning})
 				default:
 					return

@@ -175,6 +175,8 @@ func decodeMsg(line []byte, m *Msg) bool {
 			return boo(&m.Redraw)
 		case "block":
 			return boo(&m.Block)
+		case "frames":
+			return boo(&m.Frames)
 		}
 		return r.Skip() // a key Msg does not have
 	})
@@ -284,6 +286,7 @@ func appendMsg(b []byte, m *Msg) ([]byte, error) {
 	num("raw_size", m.RawSize)
 	boo("redraw", m.Redraw)
 	boo("block", m.Block)
+	boo("frames", m.Frames)
 	return append(b, '}', '\n'), nil
 }
 

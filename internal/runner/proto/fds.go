@@ -21,7 +21,9 @@ const maxFDs = 8
 // SendWithFDs sends fds (SCM_RIGHTS) and then m; the peer takes them with
 // RecvFDs before it reads m. Only the server's end (a *net.UnixConn) can.
 func (c *Conn) SendWithFDs(m *Msg, fds []int) error {
-	uc, ok := c.c.(*net.UnixConn)
+	uc, ok := c.c.(interface {
+		WriteMsgUnix(b, oob []byte, addr *net.UnixAddr) (n, oobn int, err error)
+	})
 	if !ok {
 		return fmt.Errorf("send %s with descriptors: not a unix socket", m.T)
 	}

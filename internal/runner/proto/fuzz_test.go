@@ -2,6 +2,7 @@ package proto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -47,30 +48,34 @@ func FuzzRecv(f *testing.F) {
 	if _, err := warm.Recv(); err != nil {
 		f.Fatal(err)
 	}
+	f.Add(frameBytes(`{"t":"input","id":3}`+"\n", "\x00\xffhello"))
+	f.Add(append(frameBytes(`{"t":"out","size":9}`+"\n", "abc"), `{"t":"exit"}`+"\n"...))
+	f.Add(frameBytes(`{"t":"input"}`+"\n", strings.Repeat("z", 70000))[:5000])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := NewConn(&byteStream{r: bytes.NewReader(data)})
-		consumed := 0
+		r := bytes.NewReader(data)
+		c := NewConn(&byteStream{r: r})
+		// pos is how much of data the messages returned so far took.
+		pos := func() int { return len(data) - r.Len() - (c.rend - c.rpos) }
 		for {
+			start := pos()
 			before := heapAllocs()
 			m, err := c.Recv()
 			allocated := heapAllocs() - before
-			rest := data[consumed:]
-			line := rest
-			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-				line = rest[:i+1]
-			}
-			// A line may be read whole, decoded into every field (data
+			rest := data[start:]
+			took := pos() - start
+			// A message may be read whole, decoded into every field (data
 			// and spec copied), plus a fixed slack (the fuzzing engine's
-			// own allocations are counted too).
-			if limit := uint64(16*len(line) + 1<<20); allocated > limit {
-				t.Fatalf("Recv of a %d-byte line allocated %d bytes (limit %d)", len(line), allocated, limit)
+			// own allocations are counted too). What a frame's header
+			// claims is not allocated ahead of its bytes.
+			if limit := uint64(16*(took+bytes.IndexByte(rest, '\n')+1) + 1<<20); allocated > limit {
+				t.Fatalf("Recv of %d bytes allocated %d bytes (limit %d)", took, allocated, limit)
 			}
+			frame := len(rest) > 0 && rest[0] == frameMark
 			switch {
 			case err == nil:
-				if line[len(line)-1] != '\n' {
-					t.Fatalf("a message was returned from an unterminated line %q", line)
+				if !frame && rest[took-1] != '\n' {
+					t.Fatalf("a message was returned from an unterminated line %q", rest[:took])
 				}
-				consumed += len(line)
 				roundTrip(t, m)
 				continue
 			case errors.Is(err, io.EOF):
@@ -78,19 +83,28 @@ func FuzzRecv(f *testing.F) {
 					t.Fatalf("io.EOF with %d bytes left: %q", len(rest), rest)
 				}
 			case errors.Is(err, io.ErrUnexpectedEOF):
-				if len(rest) == 0 || bytes.IndexByte(rest, '\n') >= 0 {
+				if len(rest) == 0 || !frame && bytes.IndexByte(rest, '\n') >= 0 {
 					t.Fatalf("io.ErrUnexpectedEOF on %q", rest)
 				}
-			case strings.HasPrefix(err.Error(), "decode control message"):
+			case !frame && strings.HasPrefix(err.Error(), "decode control message"):
 				// A line that is not a message: consumed, the next can be read.
-				consumed += len(line)
 				continue
+			case frame && strings.Contains(err.Error(), "control frame"):
+				// A frame that is not one ends the connection.
 			default:
-				t.Fatalf("unexpected error %v on %q", err, line)
+				t.Fatalf("unexpected error %v on %q", err, rest[:min(len(rest), 200)])
 			}
 			return
 		}
 	})
+}
+
+// frameBytes is a frame of header (a JSON line) and data.
+func frameBytes(header, data string) []byte {
+	b := []byte{frameMark, 0, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(len(header)))
+	binary.BigEndian.PutUint32(b[5:], uint32(len(data)))
+	return append(append(b, header...), data...)
 }
 
 // roundTrip: sending m and reading it back gives the same message.

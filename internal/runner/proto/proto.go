@@ -2,6 +2,10 @@
 // shellctl-runner: newline-delimited JSON messages over a Unix stream socket.
 // The server gets one end of a socketpair when it starts the runner, and a
 // restarted server reconnects through the job directory's control socket.
+//
+// A message with Data (input, raw terminal output) goes as a frame to a
+// peer that reads frames: its bytes as they are, not base64 in the JSON
+// (frames.go).
 package proto
 
 import (
@@ -10,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,6 +134,15 @@ type Msg struct {
 	// queue, acknowledging once queued, rather than refuse a full queue:
 	// the attached client is held back instead of losing bytes.
 	Block bool `json:"block,omitempty"`
+
+	// Frames, in any message: its sender reads frames (frames.go), so
+	// messages with Data may go to it as frames from then on. The server
+	// says so in hello and assign, the runner in state.
+	Frames bool `json:"frames,omitempty"`
+
+	// buf is the pooled buffer Data was read into (a frame's), given
+	// back by Release.
+	buf *[]byte
 }
 
 // Stream is a connected socket: a *net.UnixConn on the server's side, an
@@ -153,6 +167,9 @@ type Conn struct {
 	wmu        sync.Mutex
 	wbuf       []byte // Send's buffer (fastjson.go), under wmu
 	max        int    // the longest message Recv takes (SetMaxLine)
+	// peerFrames: the peer said it reads frames (Msg.Frames in a
+	// message Recv took); messages with Data go to it as frames.
+	peerFrames atomic.Bool
 }
 
 // maxLine bounds one message. The longest are an assign, whose spec holds
@@ -193,11 +210,22 @@ func (c *Conn) Send(m *Msg) error {
 func (c *Conn) write(m *Msg) error {
 	buf := c.wbuf[:0]
 	var long *[]byte
-	if n := sizeHint(m); n > readBuffer {
+	frame := len(m.Data) > 0 && c.peerFrames.Load()
+	n := sizeHint(m)
+	if frame {
+		n = framePrefix + len(m.Data) + len(m.Spec) + len(m.Screen) + 1024
+	}
+	if n > readBuffer {
 		long = getLong(n)
 		buf = *long
 	}
-	b, err := appendMsg(buf, m)
+	var b []byte
+	var err error
+	if frame {
+		b, err = appendFrame(buf, m)
+	} else {
+		b, err = appendMsg(buf, m)
+	}
 	if err == nil {
 		_, err = c.c.Write(b)
 	}
@@ -250,6 +278,12 @@ func putLong(p *[]byte, b []byte) {
 // Recv reads one message; io.EOF when the peer closed between messages,
 // io.ErrUnexpectedEOF when it closed inside one.
 func (c *Conn) Recv() (*Msg, error) {
+	if err := c.fill(1); err != nil {
+		return nil, err
+	}
+	if c.rbuf[c.rpos] == frameMark {
+		return c.recvFrame()
+	}
 	line, err := c.readLine()
 	if err != nil {
 		return nil, err
@@ -260,7 +294,35 @@ func (c *Conn) Recv() (*Msg, error) {
 	if !ok {
 		return nil, fmt.Errorf("decode control message (%d bytes): not a JSON object with the protocol's fields", len(line))
 	}
+	if m.Frames {
+		c.peerFrames.Store(true)
+	}
 	return m, nil
+}
+
+// fill reads until rbuf holds at least n (at most len(rsmall)) bytes
+// not yet taken: io.EOF when the peer closed with none held,
+// io.ErrUnexpectedEOF when it closed with some.
+func (c *Conn) fill(n int) error {
+	for c.rend-c.rpos < n {
+		if len(c.rbuf)-c.rpos < n {
+			c.rend = copy(c.rbuf, c.rbuf[c.rpos:c.rend])
+			c.rpos = 0
+		}
+		k, err := c.c.Read(c.rbuf[c.rend:])
+		c.rend += k
+		if k > 0 {
+			continue
+		}
+		if err == io.EOF && c.rend > c.rpos {
+			return io.ErrUnexpectedEOF
+		}
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return err
+	}
+	return nil
 }
 
 // readLine is the next line, newline included, in rbuf (until the next
