@@ -133,25 +133,43 @@ func ExecFloor(script string) (time.Duration, error) {
 // bytes read.
 func PTYFloor(script string) (time.Duration, int64, error) {
 	start := time.Now()
+	end, _, n, err := ptyFloorRun(script, false)
+	return end.Sub(start), n, err
+}
+
+// ptyFloorOutput is PTYFloor's run of script, returning when it was
+// reaped and its output.
+func ptyFloorOutput(script string) (time.Time, string, error) {
+	end, out, _, err := ptyFloorRun(script, true)
+	return end, string(out), err
+}
+
+// ptyFloorRun runs bash -c script in a bare PTY until it ends: when it
+// was reaped, its output when keep, and how many bytes it wrote.
+func ptyFloorRun(script string, keep bool) (time.Time, []byte, int64, error) {
 	cmd := exec.Command("bash", "-c", script)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 200, Rows: 50})
 	if err != nil {
-		return 0, 0, err
+		return time.Time{}, nil, 0, err
 	}
 	buf := make([]byte, 64<<10)
+	var out []byte
 	var n int64
 	for {
 		k, err := f.Read(buf)
 		n += int64(k)
+		if keep {
+			out = append(out, buf[:k]...)
+		}
 		if err != nil {
 			break // EIO once the last slave fd closes, or EOF
 		}
 	}
 	f.Close()
 	werr := cmd.Wait()
-	d := time.Since(start)
+	end := time.Now()
 	if werr != nil && !errors.Is(werr, io.EOF) {
-		return d, n, werr
+		return end, out, n, werr
 	}
-	return d, n, nil
+	return end, out, n, nil
 }
