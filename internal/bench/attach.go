@@ -122,7 +122,8 @@ func benchAttachPipe(ctx context.Context, e *Env, s Sizes, row *Row) {
 		}
 	}
 	row.Runtime, row.Floor = Summarize(rt), Summarize(fl)
-	row.Notes = append(row.Notes, fmt.Sprintf("%d × %d MiB of text sent in 64 KiB binary messages to a stdio job `exec cat` run with \"stdin\":\"pipe\", read back over the same WebSocket (its stdout, output.log), vs the same through bare pipes to a local `cat`", len(rt), s.StdioMiB))
+	row.Notes = append(row.Notes, fmt.Sprintf("%d × %d MiB of text sent in 64 KiB binary messages to a stdio job `exec cat` run with \"stdin\":\"pipe\", read back over the same WebSocket (its stdout, output.log), vs the same through bare pipes to a local `cat`", len(rt), s.StdioMiB),
+		wsEchoNote(ctx, n, row.Floor))
 }
 
 // attachedCat is one attach to a raw-terminal cat job.
