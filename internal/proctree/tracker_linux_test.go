@@ -405,9 +405,12 @@ func TestLadderEndsWholeTree(t *testing.T) {
 	}{
 		{
 			name: "child traps INT TERM HUP",
+			// Ready once both pids are written: the child's may come
+			// before or after the parent's.
 			script: `trap '' INT TERM HUP
-sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; : > "$PT_READY"; while :; do sleep 1; done' &
-echo $! >> "$PT_PIDS"; wait`,
+sh -c 'trap "" INT TERM HUP; echo $$ >> "$PT_PIDS"; while :; do sleep 1; done' &
+echo $! >> "$PT_PIDS"
+until [ "$(wc -l < "$PT_PIDS")" -ge 2 ]; do sleep 0.01; done; : > "$PT_READY"; wait`,
 			grace: time.Second, minTime: 900 * time.Millisecond, maxTime: 2 * time.Second, minProcs: 2,
 		},
 		{
