@@ -432,3 +432,28 @@ func TestInputWaitAfterSilence(t *testing.T) {
 	t.Logf("a read after 2.5 s of silence was seen %v after the run", d)
 	s.c.Terminate(ctx(t), a.JobID, 0)
 }
+
+// TestInputWaitNotAnsweredByAPartialLine: a reader that was blocked when
+// an input went in has not answered it while it sleeps on: after part of
+// a line ("ab", no newline) the program in its canonical read is not
+// counted waiting (the answer comes on silence, header 0), and once the
+// line is complete it reads, answers and waits again (header 1).
+func TestInputWaitNotAnsweredByAPartialLine(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	a := s.iwRun(t, map[string]any{"script": `read x; echo "got:$x"; read y`, "timeout": 20, "return_on_input_wait": true})
+	if a.Done || a.header != "1" {
+		t.Fatalf("run: done %v header %q output %q", a.Done, a.header, a.Output)
+	}
+	defer s.c.Terminate(ctx(t), a.JobID, 0)
+	part := s.iwInput(t, a.JobID, map[string]any{"text": "ab", "timeout": 3, "idle_flush_seconds": 0.5, "return_on_input_wait": true})
+	if part.header != "0" {
+		t.Fatalf("after a partial line the job counts as waiting (header %q, output %q): its reader has not read it", part.header, part.Output)
+	}
+	if w := s.recordInputWait(t, a.JobID); w == nil || *w {
+		t.Fatalf("record's input_wait after a partial line: %v, want false", w)
+	}
+	rest := s.iwInput(t, a.JobID, map[string]any{"text": "c\n", "timeout": 20, "idle_flush_seconds": 25, "return_on_input_wait": true})
+	if rest.header != "1" || !strings.Contains(rest.Output, "got:abc") {
+		t.Fatalf("after the line's end: header %q output %q, want the answer and waiting again", rest.header, rest.Output)
+	}
+}

@@ -188,7 +188,7 @@ func (iw *inputWait) beforeWrite() {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
 	if iw.on.Load() {
-		iw.stale = iw.readersLocked()
+		iw.stale = iw.sleepsLocked()
 	}
 	iw.written.Add(1)
 	if iw.on.Load() {
@@ -236,6 +236,19 @@ func (iw *inputWait) readersLocked() map[int]string {
 		iw.buf = make([]byte, 4096)
 	}
 	return iw.proc.blockedReaders(iw.pids(), fg, iw.tty, iw.buf, iw.watchExit)
+}
+
+// sleepsLocked is the schedstat of each task of the terminal's foreground
+// group (procFS.sleeps), the keys its blocked readers have now.
+func (iw *inputWait) sleepsLocked() map[int]string {
+	fg := iw.foreground()
+	if fg <= 0 || fg == unix.Getpgrp() {
+		return nil
+	}
+	if iw.buf == nil {
+		iw.buf = make([]byte, 4096)
+	}
+	return iw.proc.sleeps(iw.pids(), fg, iw.buf)
 }
 
 // maxExitWatch bounds the processes whose end is watched at once.
@@ -418,7 +431,7 @@ func (iw *inputWait) lookLocked() bool {
 	}
 	fresh, untimed := false, false
 	for tid, key := range iw.readersLocked() {
-		if iw.stale[tid] != key {
+		if iw.stale[tid] != strings.TrimSuffix(key, timedKey) {
 			fresh = true
 			untimed = untimed || !strings.HasSuffix(key, timedKey)
 		}

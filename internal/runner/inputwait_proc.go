@@ -369,6 +369,54 @@ func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte, inGrou
 	return out
 }
 
+// sleeps is the schedstat of every task of group fg among pids, keyed by
+// task id: what tells one sleep of a task from its next, since it changes
+// whenever the task runs (blockedReader's key, without timedKey). Taken
+// just before an input is written to the terminal: a reader later seen
+// with the same schedstat has not run since, so has not read that input.
+// It is a superset of the keys of the readers blocked then (a task that
+// was not blocked reading cannot become so without running), at one file
+// a task where blockedReaders reads about six: the look is on the way of
+// every input to the terminal.
+func (p procFS) sleeps(pids []int, fg int, buf []byte) map[int]string {
+	var out map[int]string
+	for _, pid := range pids {
+		dir := p.root + "/" + strconv.Itoa(pid)
+		b, err := readSmall(dir+"/stat", buf)
+		if err != nil {
+			continue
+		}
+		st, ok := parseStat(b)
+		if !ok || st.pgrp != fg {
+			continue
+		}
+		tids := []int{pid}
+		if st.threads != 1 {
+			tids = tids[:0]
+			entries, err := os.ReadDir(dir + "/task")
+			if err != nil {
+				continue
+			}
+			for _, e := range entries {
+				if tid, err := strconv.Atoi(e.Name()); err == nil {
+					tids = append(tids, tid)
+				}
+			}
+		}
+		for _, tid := range tids {
+			k, err := readSmall(p.task(pid, tid)+"/schedstat", buf)
+			if err != nil {
+				continue
+			}
+			if out == nil {
+				out = map[int]string{}
+			}
+			out[tid] = strings.TrimSpace(string(k))
+		}
+	}
+	return out
+}
+
 // blockedReader reports whether task tid of pid is asleep waiting to read
 // the terminal, and its schedstat key. sleeping: the task's state was
 // already seen S.

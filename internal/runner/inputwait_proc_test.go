@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -383,5 +384,49 @@ func TestTimedWait(t *testing.T) {
 	}
 	if !(procFS{arch: "arm64"}).timedWait("73 0x7ffd1000 0x1 0x7ffd3000 0x0 0x8 0x0 0x7ffc 0x7f00") {
 		t.Error("arm64 ppoll with a timeout is not timed")
+	}
+}
+
+// TestSleepsHoldTheReadersKeys: the snapshot taken before each input has
+// the schedstat of every task of the foreground group, threads included,
+// and of no other group; every blocked reader's key is among them, so a
+// reader that has not run since the snapshot is told as one that has not
+// read the input.
+func TestSleepsHoldTheReadersKeys(t *testing.T) {
+	f := newFixture(t)
+	const fg = 100
+	rest := " 0x0 0x0 0x0 0x0 0x7ffd0000 0x7f000000"
+	f.task(100, 100, "S", fg, "61 0xffffffff 0x7ffd 0x0"+rest) // wait4
+	f.task(101, 101, "S", fg, "0 0x0 0x7ffd 0x1"+rest)         // reads the terminal
+	f.link("101/task/101/fd/0", f.tty)
+	f.task(112, 112, "R", fg, "running")
+	f.task(112, 113, "S", fg, "0 0x0 0x7ffd 0x1"+rest)
+	f.link("112/task/113/fd/0", f.tty)
+	f.write("112/stat", "112 (prog) "+statTail("R", fg, 2))
+	f.task(103, 103, "S", 200, "0 0x0 0x7ffd 0x1"+rest) // another group
+	f.link("103/task/103/fd/0", f.tty)
+	// 105: a reader whose wait has a timeout (its key ends timedKey).
+	f.task(105, 105, "S", fg, "7 0x200 0x1 0x64"+rest)
+	f.link("105/task/105/fd/0", f.tty)
+	mem := make([]byte, 0x300)
+	binary.LittleEndian.PutUint32(mem[0x200:], 0)
+	binary.LittleEndian.PutUint16(mem[0x204:], unix.POLLIN)
+	f.write("105/mem", string(mem))
+
+	p := procFS{root: f.root, arch: "amd64"}
+	pids := []int{100, 101, 103, 105, 111, 112}
+	got := p.sleeps(pids, fg, make([]byte, 4096))
+	want := map[int]string{100: "1000100 20 3", 101: "1000101 20 3", 105: "1000105 20 3", 112: "1000112 20 3", 113: "1000113 20 3"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sleeps = %v, want %v", got, want)
+	}
+	readers := p.readers(pids, fg, f.id())
+	if len(readers) != 3 || !strings.HasSuffix(readers[105], timedKey) {
+		t.Fatalf("readers = %v, want 101, 105 (timed) and 113", readers)
+	}
+	for tid, key := range readers {
+		if got[tid] != strings.TrimSuffix(key, timedKey) {
+			t.Errorf("reader %d has key %q, the snapshot %q", tid, key, got[tid])
+		}
 	}
 }
