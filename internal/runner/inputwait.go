@@ -74,6 +74,13 @@ type inputWait struct {
 	buf      []byte
 	procsBuf []byte
 	pidBuf   []int
+	// procsFD is the job's cgroup.procs, kept open from the first look
+	// (read again from offset 0, it lists the processes anew): a look on
+	// every input's way pays no path walk for it. procsPath "": not open
+	// (yet, or any more once procsDone).
+	procsFD   int
+	procsPath string
+	procsDone bool
 	// the ends of the foreground group's processes, as events (watchExit)
 	exitEp  *os.File
 	exitFDs map[int]int // pid → pidfd
@@ -348,14 +355,33 @@ func (iw *inputWait) closeExits() {
 	iw.exitOff = true
 }
 
-// readAll reads a file into iw's growing buffer (cgroup.procs may hold
-// more than one read's worth); mu is held.
-func (iw *inputWait) readAll(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
+// closeProcs closes the kept cgroup.procs (at the job's end).
+func (iw *inputWait) closeProcs() {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	if iw.procsPath != "" {
+		unix.Close(iw.procsFD)
 	}
-	defer unix.Close(fd)
+	iw.procsPath, iw.procsDone = "", true
+}
+
+// readProcs reads the job's cgroup.procs at path into iw's growing buffer
+// (it may hold more than one read's worth), through the descriptor kept
+// open for it; mu is held.
+func (iw *inputWait) readProcs(path string) ([]byte, error) {
+	if iw.procsDone {
+		return nil, os.ErrClosed
+	}
+	if iw.procsPath != path {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		if iw.procsPath != "" {
+			unix.Close(iw.procsFD)
+		}
+		iw.procsFD, iw.procsPath = fd, path
+	}
 	if iw.procsBuf == nil {
 		iw.procsBuf = make([]byte, 0, 4096)
 	}
@@ -364,7 +390,7 @@ func (iw *inputWait) readAll(path string) ([]byte, error) {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := unix.Read(fd, b[len(b):cap(b)])
+		n, err := unix.Pread(iw.procsFD, b[len(b):cap(b)], int64(len(b)))
 		if err == unix.EINTR {
 			continue
 		}
@@ -387,7 +413,7 @@ func (iw *inputWait) pids() []int {
 	tr, path := iw.r.tracker, iw.r.cgroupPath
 	iw.r.rmu.Unlock()
 	if path != "" {
-		if b, err := iw.readAll(path + "/cgroup.procs"); err == nil {
+		if b, err := iw.readProcs(path + "/cgroup.procs"); err == nil {
 			pids := iw.pidBuf[:0]
 			for f := range bytes.FieldsSeq(b) {
 				if pid, ok := atoi(f); ok {
@@ -548,6 +574,7 @@ func (iw *inputWait) loop() {
 		case <-iw.r.done:
 			t.Stop()
 			iw.closeExits()
+			iw.closeProcs()
 			return
 		case <-iw.kick:
 			due := s.event()
