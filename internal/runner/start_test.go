@@ -480,15 +480,30 @@ func TestSignalWhileTheJobStarts(t *testing.T) {
 			if err := rr.ctl.Send(&proto.Msg{T: proto.TSignal, ID: 9, Signal: 9, Target: TargetGroup}); err != nil {
 				t.Fatal(err)
 			}
-			msgs := rr.end() // fails after 30 s if the signal never reached the job
-			var ack *proto.Msg
-			for _, m := range msgs {
-				if m.T == proto.TAck && m.ID == 9 {
+			// The signal's answer and the exit it causes come in either
+			// order (the answer goes once the signal is sent, the exit
+			// once the job is reaped): both are read before the exit is
+			// confirmed. Fails after 30 s if the signal never reached
+			// the job.
+			var ack, exit *proto.Msg
+			rr.ctl.SetDeadline(time.Now().Add(30 * time.Second))
+			for ack == nil || exit == nil {
+				m, err := rr.ctl.Recv()
+				if err != nil {
+					t.Fatalf("read the runner's messages: %v (answer %+v, exit %+v)", err, ack, exit)
+				}
+				switch {
+				case m.T == proto.TAck && m.ID == 9:
 					ack = m
+				case m.T == proto.TExit:
+					exit = m
 				}
 			}
-			exit := msgs[len(msgs)-1]
-			if ack == nil || ack.Err != "" {
+			if err := rr.ctl.Send(&proto.Msg{T: proto.TExitAck}); err != nil {
+				t.Fatal(err)
+			}
+			_ = rr.cmd.Wait()
+			if ack.Err != "" {
 				t.Errorf("signal's answer %+v: want it done", ack)
 			}
 			if exit.Signal != 9 || exit.Reason != ReasonSignal {
