@@ -207,26 +207,7 @@ func (a *attachedCat) through(ctx context.Context, n int64) (time.Duration, erro
 	sent := make(chan error, 1)
 	credit := make(chan int64, 1024)
 	go func() {
-		var room int64 = attachWindow
-		for left := n; left > 0; {
-			k := min(left, int64(len(chunk)))
-			for room < k {
-				select {
-				case c := <-credit:
-					room += c
-				case <-ctx.Done():
-					sent <- ctx.Err()
-					return
-				}
-			}
-			if err := a.conn.Input(ctx, chunk[:k]); err != nil {
-				sent <- err
-				return
-			}
-			room -= k
-			left -= k
-		}
-		sent <- nil
+		sent <- sendWindowed(ctx, n, chunk, credit, func(b []byte) error { return a.conn.Input(ctx, b) })
 	}()
 	var got int64
 	for got < n {
@@ -247,6 +228,29 @@ func (a *attachedCat) through(ctx context.Context, n int64) (time.Duration, erro
 		return 0, err
 	}
 	return time.Since(start), nil
+}
+
+// sendWindowed writes n bytes, chunk by chunk, with at most attachWindow
+// of them not yet credited back (read back by the other side).
+func sendWindowed(ctx context.Context, n int64, chunk []byte, credit <-chan int64, write func([]byte) error) error {
+	var room int64 = attachWindow
+	for left := n; left > 0; {
+		k := min(left, int64(len(chunk)))
+		for room < k {
+			select {
+			case c := <-credit:
+				room += c
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := write(chunk[:k]); err != nil {
+			return err
+		}
+		room -= k
+		left -= k
+	}
+	return nil
 }
 
 // pipeCat is the floor: a local cat on two pipes, or on a raw pty

@@ -59,26 +59,7 @@ func wsEchoCeiling(ctx context.Context, n int64) (float64, error) {
 	sent := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		room := int64(attachWindow)
-		for left := n; left > 0; {
-			k := min(left, int64(len(chunk)))
-			for room < k {
-				select {
-				case c := <-credit:
-					room += c
-				case <-ctx.Done():
-					sent <- ctx.Err()
-					return
-				}
-			}
-			if err := c.Write(ctx, websocket.MessageBinary, chunk[:k]); err != nil {
-				sent <- err
-				return
-			}
-			room -= k
-			left -= k
-		}
-		sent <- nil
+		sent <- sendWindowed(ctx, n, chunk, credit, func(b []byte) error { return c.Write(ctx, websocket.MessageBinary, b) })
 	}()
 	buf := make([]byte, 64<<10)
 	for got := int64(0); got < n; {

@@ -330,31 +330,14 @@ func (p procFS) readMem(pid int, addr uint64, n int) ([]byte, bool) {
 func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte, inGroup func(pid int)) map[int]string {
 	var out map[int]string
 	for _, pid := range pids {
-		dir := p.root + "/" + strconv.Itoa(pid)
-		b, err := readSmall(dir+"/stat", buf)
-		if err != nil {
-			continue
-		}
-		st, ok := parseStat(b)
-		if !ok || st.pgrp != fg {
+		st, tids, ok := p.groupTasks(pid, fg, buf)
+		if !ok {
 			continue
 		}
 		if inGroup != nil {
 			inGroup(pid)
 		}
-		tids := []int{pid}
-		if st.threads != 1 {
-			tids = tids[:0]
-			entries, err := os.ReadDir(dir + "/task")
-			if err != nil {
-				continue
-			}
-			for _, e := range entries {
-				if tid, err := strconv.Atoi(e.Name()); err == nil {
-					tids = append(tids, tid)
-				}
-			}
-		} else if st.state != 'S' {
+		if st.threads == 1 && st.state != 'S' {
 			continue
 		}
 		for _, tid := range tids {
@@ -369,6 +352,35 @@ func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte, inGrou
 	return out
 }
 
+// groupTasks is process pid's stat and its tasks, when it is in group fg
+// (ok false otherwise, or when it is gone): its own id when it has one
+// thread, else the entries of its task directory.
+func (p procFS) groupTasks(pid, fg int, buf []byte) (procStat, []int, bool) {
+	dir := p.root + "/" + strconv.Itoa(pid)
+	b, err := readSmall(dir+"/stat", buf)
+	if err != nil {
+		return procStat{}, nil, false
+	}
+	st, ok := parseStat(b)
+	if !ok || st.pgrp != fg {
+		return st, nil, false
+	}
+	if st.threads == 1 {
+		return st, []int{pid}, true
+	}
+	entries, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return st, nil, false
+	}
+	var tids []int
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return st, tids, true
+}
+
 // sleeps is the schedstat of every task of group fg among pids, keyed by
 // task id: what tells one sleep of a task from its next, since it changes
 // whenever the task runs (blockedReader's key, without timedKey). Taken
@@ -381,27 +393,9 @@ func (p procFS) blockedReaders(pids []int, fg int, tty ttyID, buf []byte, inGrou
 func (p procFS) sleeps(pids []int, fg int, buf []byte) map[int]string {
 	var out map[int]string
 	for _, pid := range pids {
-		dir := p.root + "/" + strconv.Itoa(pid)
-		b, err := readSmall(dir+"/stat", buf)
-		if err != nil {
+		_, tids, ok := p.groupTasks(pid, fg, buf)
+		if !ok {
 			continue
-		}
-		st, ok := parseStat(b)
-		if !ok || st.pgrp != fg {
-			continue
-		}
-		tids := []int{pid}
-		if st.threads != 1 {
-			tids = tids[:0]
-			entries, err := os.ReadDir(dir + "/task")
-			if err != nil {
-				continue
-			}
-			for _, e := range entries {
-				if tid, err := strconv.Atoi(e.Name()); err == nil {
-					tids = append(tids, tid)
-				}
-			}
 		}
 		for _, tid := range tids {
 			k, err := readSmall(p.task(pid, tid)+"/schedstat", buf)
