@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shellctl/shellctl/internal/runner"
@@ -19,6 +20,9 @@ type job struct {
 	id   string
 	dir  string
 	mode string
+	// endKnown: the job's end is known (setEnd), if perhaps not yet
+	// written; read without mu (runningLocked, under the service's).
+	endKnown atomic.Bool
 	// stdin: StdinPipe for a stdio job with a stdin pipe (pipes.go), ""
 	// otherwise; stdinClosed (under mu) once eof was sent.
 	stdin       string
@@ -104,6 +108,7 @@ func (j *job) setEnd(e store.Exit) {
 		return
 	}
 	j.status = e.Status
+	j.endKnown.Store(true)
 	j.exitCode = e.ExitCode
 	j.ended = e.EndedAt
 	j.end = &e
@@ -127,6 +132,7 @@ func (j *job) setRecordedEnd(e store.Exit) {
 		return
 	}
 	j.status = e.Status
+	j.endKnown.Store(store.IsTerminal(e.Status))
 	j.exitCode = e.ExitCode
 	j.ended = e.EndedAt
 	j.end = &e

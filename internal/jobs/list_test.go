@@ -339,3 +339,19 @@ func TestRecordBeforeTheEndIsWrittenHasTheStartFacts(t *testing.T) {
 		t.Errorf("pid %v pgid %v, want 4242", rec.PID, rec.Pgid)
 	}
 }
+
+// TestAnEndedJobHoldsNoRunningSlot: --max-running-jobs counts the live
+// jobs whose end is not known. One whose end was answered (a terminate's
+// answer) but is not yet written stays live, and holds no slot: a run
+// right after that answer is not refused (TestLimitMaxRunningJobs was,
+// with 429, under load).
+func TestAnEndedJobHoldsNoRunningSlot(t *testing.T) {
+	s, ended, _ := answeredNotRecorded(t, "00000000000000f1", store.StatusTerminated, "terminated")
+	running := addLive(t, s, "00000000000000f2")
+	s.mu.Lock()
+	n, live := s.runningLocked(), len(s.live)
+	s.mu.Unlock()
+	if live != 2 || n != 1 {
+		t.Fatalf("%d live jobs, %d counted running; want 2 live (%s's end is not yet written), 1 running (%s)", live, n, ended.id, running.id)
+	}
+}

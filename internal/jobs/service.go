@@ -343,9 +343,9 @@ func (s *Service) run(ctx context.Context, req RunRequest, wp WaitParams, starte
 	}
 	defer dirs.close()
 	s.mu.Lock()
-	if s.cfg.MaxRunning > 0 && len(s.live) >= s.cfg.MaxRunning {
+	if n := s.runningLocked(); s.cfg.MaxRunning > 0 && n >= s.cfg.MaxRunning {
 		s.mu.Unlock()
-		return nil, errorf(ErrTooManyJobs, "%d jobs are running, the limit (--max-running-jobs) is %d", len(s.live), s.cfg.MaxRunning)
+		return nil, errorf(ErrTooManyJobs, "%d jobs are running, the limit (--max-running-jobs) is %d", n, s.cfg.MaxRunning)
 	}
 	id := NewID()
 	j := newJob(id, runner.JobDir(s.cfg.StateDir, id), req.Mode)
@@ -880,6 +880,20 @@ func (s *Service) spawn(dir, shownID string) (int, *proto.Conn, error) {
 		return 0, nil, fmt.Errorf("control channel: %w", err)
 	}
 	return pid, proto.NewConn(c), nil
+}
+
+// runningLocked counts the live jobs whose end is not known: what
+// --max-running-jobs bounds. A job whose end was answered stays live until
+// its row says so (finish), but it runs no more: a run right after the
+// answer to a terminate finds its slot free. s.mu is held.
+func (s *Service) runningLocked() int {
+	n := 0
+	for _, j := range s.live {
+		if !j.endKnown.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // forget removes j from the live jobs.

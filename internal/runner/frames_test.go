@@ -61,6 +61,16 @@ func messageKinds(t *testing.T, b []byte) (frames, base64Lines int) {
 	return frames, base64Lines
 }
 
+// nextEvent waits for the runner's next output event.
+func nextEvent(t *testing.T, grew <-chan int64) {
+	t.Helper()
+	select {
+	case <-grew:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no output event in 20 s")
+	}
+}
+
 // TestFramesOnlyWithAServerThatReadsThem: a runner reads input sent as a
 // frame and sends its raw terminal bytes as frames to a server that said
 // it reads them (every byte value kept); to a server that did not (one of
@@ -139,7 +149,7 @@ func TestFramesOnlyWithAServerThatReadsThem(t *testing.T) {
 				got = append(got, a.Data...)
 				at = a.RawSize + int64(len(a.Data))
 				if len(a.Data) == 0 {
-					<-grew
+					nextEvent(t, grew)
 				}
 			}
 			if a := ask(&proto.Msg{T: proto.TInput, Data: all, Block: true}); a.Err != "" {
@@ -157,7 +167,7 @@ func TestFramesOnlyWithAServerThatReadsThem(t *testing.T) {
 				got = append(got, a.Data...)
 				at += int64(len(a.Data))
 				if len(a.Data) == 0 {
-					<-grew
+					nextEvent(t, grew)
 				}
 			}
 			rr.wire.mu.Lock()
