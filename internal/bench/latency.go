@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/shellctl/shellctl/internal/client"
 )
 
 const echoHi = "echo hi"
@@ -166,7 +164,7 @@ func benchExit(ctx context.Context, e *Env, s Sizes) []*Row {
 	var rt, fl, rtWhole, flWhole []float64
 	for i := 0; i < s.Exits; i++ {
 		start := time.Now()
-		end, out, err := e.runOutput(ctx, "pty", exitScript, 5)
+		end, _, out, err := e.runAll(ctx, "pty", exitScript, 5)
 		if err != nil {
 			r.Err = err.Error()
 			return []*Row{r}
@@ -197,28 +195,6 @@ func benchExit(ctx context.Context, e *Env, s Sizes) []*Row {
 		fmt.Sprintf("%d pty jobs of `%s` (timeout 5): from the time `date` printed, its last act, to the run's answer saying done, vs `bash -c` of the same in a bare PTY, from the stamp to its reaping; interleaved; ratio column = p50 difference", s.Exits, exitScript),
 		fmt.Sprintf("the whole run of the same, request to answer (start included): p50 %.1f ms, floor %.1f ms (+%.2f ms)", w.P50, fw.P50, w.P50-fw.P50))
 	return []*Row{r}
-}
-
-// runOutput runs script to its end and returns when the answer saying
-// done was read, and all its output.
-func (e *Env) runOutput(ctx context.Context, mode, script string, timeout float64) (time.Time, string, error) {
-	res, err := e.Client.Run(ctx, client.RunRequest{Script: script, Mode: mode, Timeout: timeout})
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	out := res.Output
-	for !res.Done {
-		t := timeout
-		if res, err = e.Client.Wait(ctx, res.JobID, client.WaitRequest{Offset: res.Offset, Timeout: &t}); err != nil {
-			return time.Time{}, "", err
-		}
-		out += res.Output
-	}
-	end := time.Now()
-	if res.Status != "exited" || res.ExitCode == nil || *res.ExitCode != 0 {
-		return end, out, fmt.Errorf("job %s of %q ended %s (exit %v)", res.JobID, script, res.Status, fmtExit(res.ExitCode))
-	}
-	return end, out, nil
 }
 
 // sinceStamp is the time from the last line of out, nanoseconds since

@@ -21,31 +21,34 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // job id.
 func (e *Env) RunToDone(ctx context.Context, mode, script string, timeout float64) (time.Duration, string, error) {
 	start := time.Now()
-	res, err := e.Client.Run(ctx, client.RunRequest{Script: script, Mode: mode, Timeout: timeout})
-	if err != nil {
-		return 0, "", err
+	end, id, _, err := e.runAll(ctx, mode, script, timeout)
+	if end.IsZero() {
+		return 0, id, err
 	}
-	if err := e.follow(ctx, res, timeout); err != nil {
-		return 0, res.JobID, err
-	}
-	d := time.Since(start)
-	if res.Status != "exited" || res.ExitCode == nil || *res.ExitCode != 0 {
-		return d, res.JobID, fmt.Errorf("job %s of %q ended %s (exit %v)", res.JobID, script, res.Status, fmtExit(res.ExitCode))
-	}
-	return d, res.JobID, nil
+	return end.Sub(start), id, err
 }
 
-// follow waits on res's job until done, following the offset.
-func (e *Env) follow(ctx context.Context, res *client.JobResult, timeout float64) error {
+// runAll runs script and follows it with wait until the job is done: when
+// the answer that says done was read (zero if none was), the job id, and
+// all the output. An end other than exit 0 is an error.
+func (e *Env) runAll(ctx context.Context, mode, script string, timeout float64) (time.Time, string, string, error) {
+	res, err := e.Client.Run(ctx, client.RunRequest{Script: script, Mode: mode, Timeout: timeout})
+	if err != nil {
+		return time.Time{}, "", "", err
+	}
+	id, out := res.JobID, res.Output
 	for !res.Done {
 		t := timeout
-		r, err := e.Client.Wait(ctx, res.JobID, client.WaitRequest{Offset: res.Offset, Timeout: &t})
-		if err != nil {
-			return err
+		if res, err = e.Client.Wait(ctx, id, client.WaitRequest{Offset: res.Offset, Timeout: &t}); err != nil {
+			return time.Time{}, id, out, err
 		}
-		*res = *r
+		out += res.Output
 	}
-	return nil
+	end := time.Now()
+	if res.Status != "exited" || res.ExitCode == nil || *res.ExitCode != 0 {
+		return end, res.JobID, out, fmt.Errorf("job %s of %q ended %s (exit %v)", res.JobID, script, res.Status, fmtExit(res.ExitCode))
+	}
+	return end, res.JobID, out, nil
 }
 
 func fmtExit(c *int) string {

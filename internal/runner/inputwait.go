@@ -235,12 +235,9 @@ func (iw *inputWait) fill(m *proto.Msg) {
 // readersLocked lists the tasks asleep reading the terminal, in its
 // foreground group.
 func (iw *inputWait) readersLocked() map[int]string {
-	fg := iw.foreground()
-	if fg <= 0 || fg == unix.Getpgrp() {
-		return nil // the job left the terminal, or it gave it back to us
-	}
-	if iw.buf == nil {
-		iw.buf = make([]byte, 4096)
+	fg := iw.jobForegroundLocked()
+	if fg == 0 {
+		return nil
 	}
 	return iw.proc.blockedReaders(iw.pids(), fg, iw.tty, iw.buf, iw.watchExit)
 }
@@ -248,14 +245,25 @@ func (iw *inputWait) readersLocked() map[int]string {
 // sleepsLocked is the schedstat of each task of the terminal's foreground
 // group (procFS.sleeps), the keys its blocked readers have now.
 func (iw *inputWait) sleepsLocked() map[int]string {
+	fg := iw.jobForegroundLocked()
+	if fg == 0 {
+		return nil
+	}
+	return iw.proc.sleeps(iw.pids(), fg, iw.buf)
+}
+
+// jobForegroundLocked is the terminal's foreground group when it is the
+// job's (0 when the job left the terminal, or gave it back to us), with
+// the buffer of the looks at /proc made; mu is held.
+func (iw *inputWait) jobForegroundLocked() int {
 	fg := iw.foreground()
 	if fg <= 0 || fg == unix.Getpgrp() {
-		return nil
+		return 0
 	}
 	if iw.buf == nil {
 		iw.buf = make([]byte, 4096)
 	}
-	return iw.proc.sleeps(iw.pids(), fg, iw.buf)
+	return fg
 }
 
 // maxExitWatch bounds the processes whose end is watched at once.
