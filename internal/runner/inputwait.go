@@ -32,6 +32,7 @@ package runner
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -591,6 +592,12 @@ func (iw *inputWait) loop() {
 			}
 		case <-t.C:
 			armed = false
+			// The read that kicked this check readied the size event's
+			// sender too: let it go first (the runner has one P, and
+			// the timer's goroutine would run before it), so the
+			// answer to an input is not held behind the check's reads
+			// of /proc.
+			runtime.Gosched()
 			w, seq := iw.check()
 			if d, ok := s.looked(time.Now(), w, seq); ok {
 				arm(d)

@@ -34,6 +34,10 @@ const (
 // sendSizes publishes output growth, coalesced: never a queue that grows
 // with the output.
 func (r *Runner) sendSizes() {
+	gap := r.sizeGap
+	if gap == 0 {
+		gap = sizeEventGap
+	}
 	var last, lastErr, lastRaw int64 = -1, -1, -1
 	var lastSent time.Time
 	for {
@@ -42,10 +46,15 @@ func (r *Runner) sendSizes() {
 		case <-r.done:
 			return
 		}
-		if wait := sizeEventGap - time.Since(lastSent); wait > 0 && !r.grewAfterPause.Load() {
-			select {
-			case <-time.After(wait):
-			case <-r.done:
+		// A wake-up for growth the last event already carried waits for
+		// nothing: a pty job's read grows the raw size, then output.log's,
+		// and one event may carry both. (It used to wait out a gap, and
+		// an answer to the next input waited out its rest.)
+		if r.size.Load() == last && r.errSize.Load() == lastErr && r.rawSize.Load() == lastRaw {
+			continue
+		}
+		if wait := gap - time.Since(lastSent); wait > 0 && !r.grewAfterPause.Load() {
+			if !r.waitGap(wait) {
 				return
 			}
 		}
@@ -66,6 +75,26 @@ func (r *Runner) sendSizes() {
 		lastSent = now
 		r.broadcast(&proto.Msg{T: proto.TOutput, Size: n, ErrSize: e, RawSize: raw, Data: inline})
 		r.iw.event() // input-wait: a prompt may have been printed
+	}
+}
+
+// waitGap waits out the rest of a gap between events, or less: growth
+// after a pause while it waits ends it, and goes out at once (the pause
+// rule holds whenever the growth comes). False: the runner is done.
+func (r *Runner) waitGap(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-r.sizeCh:
+			if r.grewAfterPause.Load() {
+				return true
+			}
+		case <-r.done:
+			return false
+		}
 	}
 }
 

@@ -86,7 +86,10 @@ type Runner struct {
 	// sendSizes's pacing.
 	lastGrowth     atomic.Int64
 	grewAfterPause atomic.Bool
-	done           chan struct{} // closed when exit is set
+	// sizeGap: sizeEventGap when zero (a test's longer gap tells pacing
+	// from the scheduler's wake-ups).
+	sizeGap time.Duration
+	done    chan struct{} // closed when exit is set
 	// startDone is closed once the start is over: the job's process
 	// exists, or it never will (a start failure). A terminate that comes
 	// while the job starts runs its ladder only then (ladder.go).

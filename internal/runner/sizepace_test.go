@@ -12,12 +12,31 @@ import (
 // pacedRunner is a runner with only what sendSizes needs, its events
 // read (with when they arrived) from the other end of a socket pair.
 func pacedRunner(t *testing.T) (*Runner, <-chan time.Time) {
+	r, events := pacedRunnerEvents(t, 0)
+	got := make(chan time.Time, 1<<16)
+	go func() {
+		for e := range events {
+			got <- e.at
+		}
+	}()
+	return r, got
+}
+
+// pacedEvent is an output event as pacedRunnerEvents reads it.
+type pacedEvent struct {
+	at   time.Time
+	size int64
+}
+
+// pacedRunnerEvents is pacedRunner with each event's output.log size, and
+// gap between events (0: sizeEventGap).
+func pacedRunnerEvents(t *testing.T, gap time.Duration) (*Runner, <-chan pacedEvent) {
 	a, b := net.Pipe()
 	c := proto.NewConn(a)
 	r := &Runner{sizeCh: make(chan struct{}, 1), done: make(chan struct{}),
-		conns: map[*proto.Conn]struct{}{c: {}}}
-	got := make(chan time.Time, 1<<16)
-	onOutputEvents(b, func(*proto.Msg) { got <- time.Now() })
+		conns: map[*proto.Conn]struct{}{c: {}}, sizeGap: gap}
+	got := make(chan pacedEvent, 1<<16)
+	onOutputEvents(b, func(m *proto.Msg) { got <- pacedEvent{time.Now(), m.Size} })
 	go r.sendSizes()
 	t.Cleanup(func() { close(r.done); a.Close(); b.Close() })
 	return r, got
@@ -49,6 +68,64 @@ func TestSizeEventAfterPauseAtOnce(t *testing.T) {
 	// scheduler's time.
 	if p50 := lat[len(lat)/2]; p50 > 400*time.Microsecond {
 		t.Fatalf("event after a pause: p50 %v after the growth, want it at once (the gap's rest would be about %v)", p50, sizeEventGap-300*time.Microsecond)
+	}
+}
+
+// TestSizeEventAfterPauseWhileAGapIsWaited: growth after a pause is
+// announced at once even while the sender waits out a gap, whether for
+// growth that came without a pause or for growth an event already
+// carried. A pty job's answer grows two sizes, one right after the other
+// (the raw bytes, then output.log), and the sender used to wait out a gap
+// for the second even when the first event carried both; the next line's
+// answer, in a round trip through cat over attach, waited out the rest of
+// it (about 0.7 ms of the round trip's p50 of 1 ms). The gap here is long
+// (50 ms), so the test tells the pacing from the scheduler's wake-ups.
+func TestSizeEventAfterPauseWhileAGapIsWaited(t *testing.T) {
+	const gap = 50 * time.Millisecond
+	r, events := pacedRunnerEvents(t, gap)
+	until := func(size int64) time.Time {
+		for e := range events {
+			if e.size >= size {
+				return e.at
+			}
+		}
+		return time.Time{}
+	}
+	// noPause grows output.log as if right after the last growth, however
+	// late this goroutine runs.
+	noPause := func() {
+		r.size.Add(10)
+		r.sizeChanged(r.lastGrowth.Load() + 1)
+	}
+	for _, tc := range []struct {
+		name string
+		grow func()
+	}{
+		{"growth without a pause is waiting", func() {
+			r.grew(10) // after a pause: at once
+			until(r.size.Load())
+			noPause() // waits for the gap
+		}},
+		{"a wake-up for growth already announced", func() {
+			r.rawSize.Add(10)
+			r.sizeChanged(0) // the raw bytes, after a pause
+			noPause()        // then output.log
+			until(r.size.Load())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < 5; i++ {
+				time.Sleep(2 * gap) // no gap left
+				tc.grow()
+				// Long enough for the sender to be waiting, if it waits.
+				time.Sleep(5 * time.Millisecond)
+				start := time.Now()
+				r.grew(10) // after a pause
+				if d := until(r.size.Load()).Sub(start); d > gap/3 {
+					t.Fatalf("round %d: growth after a pause announced %v after it, want at once (the gap is %v)", i, d, gap)
+				}
+			}
+		})
 	}
 }
 
