@@ -1,8 +1,6 @@
 package statedir
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -32,11 +30,14 @@ func ServerID(dir string) (string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
+	// getrandom(2), the kernel's generator, which crypto/rand reads on
+	// Linux too: this package is the runner's, and crypto/rand would link
+	// its whole tree (a third of a megabyte, resident in every runner).
 	b := make([]byte, serverIDBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("make the server id: %w", err)
+	if n, err := unix.Getrandom(b, 0); err != nil || n != len(b) {
+		return "", fmt.Errorf("make the server id: getrandom gave %d of %d bytes: %v", n, len(b), err)
 	}
-	id := hex.EncodeToString(b)
+	id := fmt.Sprintf("%x", b)
 	p := filepath.Join(dir, ServerIDFile)
 	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.EEXIST) {
