@@ -62,6 +62,10 @@ func (r *Runner) sendSizes() {
 		// this event misses set it again.
 		now := time.Now()
 		r.grewAfterPause.Store(false)
+		select { // a pause this event carries ends no later gap
+		case <-r.pauseCh:
+		default:
+		}
 		n, e, raw := r.size.Load(), r.errSize.Load(), r.rawSize.Load()
 		if n == last && e == lastErr && raw == lastRaw {
 			continue
@@ -80,7 +84,8 @@ func (r *Runner) sendSizes() {
 
 // waitGap waits out the rest of a gap between events, or less: growth
 // after a pause while it waits ends it, and goes out at once (the pause
-// rule holds whenever the growth comes). False: the runner is done.
+// rule holds whenever the growth comes). It wakes only for that (pauseCh),
+// not for each growth of a flood (sizeCh). False: the runner is done.
 func (r *Runner) waitGap(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -88,10 +93,8 @@ func (r *Runner) waitGap(d time.Duration) bool {
 		select {
 		case <-t.C:
 			return true
-		case <-r.sizeCh:
-			if r.grewAfterPause.Load() {
-				return true
-			}
+		case <-r.pauseCh:
+			return true
 		case <-r.done:
 			return false
 		}
@@ -177,6 +180,10 @@ func (r *Runner) sizeChanged(now int64) {
 	}
 	if prev := r.lastGrowth.Swap(now); now-prev >= int64(sizeEventQuiet) {
 		r.grewAfterPause.Store(true)
+		select {
+		case r.pauseCh <- struct{}{}:
+		default:
+		}
 	}
 	select {
 	case r.sizeCh <- struct{}{}:

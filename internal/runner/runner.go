@@ -80,7 +80,8 @@ type Runner struct {
 	rawSize   atomic.Int64 // the terminal's raw bytes, once attached (raw.go), announced with size
 	rawAsked  atomic.Int64 // unix ns of the last raw request served (raw.go: inlining)
 	sizeCh    chan struct{}
-	lastWrite atomic.Int64 // unix ns of the last output write
+	pauseCh   chan struct{} // growth after a pause: ends a gap being waited (output.go)
+	lastWrite atomic.Int64  // unix ns of the last output write
 	// lastGrowth (unix ns) and grewAfterPause (the output grew after
 	// sizeEventQuiet without growth, since the last size event): for
 	// sendSizes's pacing.
@@ -228,6 +229,7 @@ func Main(args []string) int {
 		log:       log,
 		conns:     map[*proto.Conn]struct{}{},
 		sizeCh:    make(chan struct{}, 1),
+		pauseCh:   make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		startDone: make(chan struct{}),
 		exitAck:   make(chan struct{}),

@@ -33,7 +33,7 @@ type pacedEvent struct {
 func pacedRunnerEvents(t *testing.T, gap time.Duration) (*Runner, <-chan pacedEvent) {
 	a, b := net.Pipe()
 	c := proto.NewConn(a)
-	r := &Runner{sizeCh: make(chan struct{}, 1), done: make(chan struct{}),
+	r := &Runner{sizeCh: make(chan struct{}, 1), pauseCh: make(chan struct{}, 1), done: make(chan struct{}),
 		conns: map[*proto.Conn]struct{}{c: {}}, sizeGap: gap}
 	got := make(chan pacedEvent, 1<<16)
 	onOutputEvents(b, func(m *proto.Msg) { got <- pacedEvent{time.Now(), m.Size} })
