@@ -130,3 +130,31 @@ func masterNonBlocking(t *testing.T, pid int, when string) {
 		t.Fatalf("%s: the runner holds no terminal master", when)
 	}
 }
+
+// TestTerminalHeldByABackgroundProcessIsClosed: a pty job whose own
+// process exited while a background process still holds its terminal
+// ends once the terminal has been quiet for ptyQuiet (ptyDrainMax at
+// most), and the terminal is closed, as a closing terminal window would
+// (docs/architecture.md). While the pump read the master in a blocking
+// read(2), closing it did not end that read: the job's end waited for the
+// background process (6 s here).
+func TestTerminalHeldByABackgroundProcessIsClosed(t *testing.T) {
+	rr := startRealRunner(t, nil)
+	start := time.Now()
+	rr.assignFrames("pty", "sleep 6 & echo started")
+	msgs := rr.end()
+	took := time.Since(start)
+	exit := msgs[len(msgs)-1]
+	if exit.T != proto.TExit || exit.Status != "exited" || exit.ExitCode == nil || *exit.ExitCode != 0 {
+		t.Fatalf("the job's end: %+v", exit)
+	}
+	if took > ptyDrainMax+time.Second {
+		t.Fatalf("the job's end came after %v: the drain waited for the background process (the terminal is closed after %v of quiet, %v at most)", took, ptyQuiet, ptyDrainMax)
+	}
+	if b, err := os.ReadFile(filepath.Join(rr.job, OutputFile)); err != nil || !strings.Contains(string(b), "started") {
+		t.Fatalf("output.log: %q, %v; want the job's line", b, err)
+	}
+	if strings.Contains(rr.log.String(), "copy terminal output") {
+		t.Fatalf("closing the terminal was logged as a failure:\n%s", rr.log.String())
+	}
+}

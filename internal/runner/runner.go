@@ -110,8 +110,9 @@ type Runner struct {
 	homeHandle   *os.File
 	jobDir       *statedir.Dir // the job's directory: its files are made beneath it
 	jobFDs       []int
-	master       *os.File // pty mode
-	cols, rows   int      // pty mode: the terminal's size now (the spec's, then each resize's), under mu
+	master       *os.File    // pty mode
+	masterClosed atomic.Bool // the drain closed master (start.go)
+	cols, rows   int         // pty mode: the terminal's size now (the spec's, then each resize's), under mu
 	resizeMu     sync.Mutex
 	ptyMaster    *os.File // the terminal made ahead (openTerminal)
 	ptySlave     *os.File

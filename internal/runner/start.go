@@ -127,7 +127,9 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	}
 	go func() {
 		defer close(r.pumpDone)
-		if err := sanitize.Pump(master, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) {
+		// A master the drain closed ends the pump's wait in the poller
+		// with an error of its own ("use of closed file"): not a failure.
+		if err := sanitize.Pump(master, w, sanitize.DefaultIdle, nil); err != nil && !errors.Is(err, os.ErrClosed) && !r.masterClosed.Load() {
 			r.log.Warn("copy terminal output", "err", err)
 		}
 		r.saveScreen()
@@ -385,6 +387,7 @@ func (r *Runner) drain() {
 			break
 		}
 	}
+	r.masterClosed.Store(true)
 	r.master.Close()
 	<-r.pumpDone
 }
