@@ -706,8 +706,14 @@ func TestCLITerminalAttach(t *testing.T) {
 	}
 	m.checkRestored("term")
 
-	// Attach to a job that is done: an error, and no raw terminal.
-	m.line(`clear; shellctl attach ` + strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "true").stdout) + `; ` + afterwards("done"))
+	// Attach to a job that is done: an error, and no raw terminal. (Done
+	// before the attach: run -d answers once the job runs, and a loaded
+	// machine may still be ending it when the attach comes.)
+	doneID := strings.TrimSpace(cli(t, s, dir, "", "run", "-d", "true").stdout)
+	if r := cli(t, s, dir, "", "wait", doneID); r.code != 0 {
+		t.Fatalf("wait for %s: exit %d: %s", doneID, r.code, r.stderr)
+	}
+	m.line(`clear; shellctl attach ` + doneID + `; ` + afterwards("done"))
 	m.waitFor("done")
 	if rc := m.rc("done"); rc != 125 {
 		t.Errorf("attach to a finished job exited %d:\n%s", rc, m.screen())
