@@ -62,6 +62,13 @@ type inputWait struct {
 	master *os.File
 	tty    ttyID
 	kick   chan struct{}
+	// pending: an event came that the loop has not counted yet. covered:
+	// the loop's timer is armed no later than any event would ask for
+	// (lastCheck + gap), so an event only needs to be counted when it
+	// fires, not to wake the loop: a job printing without pause reads its
+	// terminal thousands of times a second, and each kick was a wake-up.
+	pending atomic.Bool
+	covered atomic.Bool
 
 	// queued counts inputs accepted for the terminal, written those
 	// whose write has begun: both number inputs in order.
@@ -155,6 +162,12 @@ func (w *outWriter) ObserveRead(p []byte) {
 // event asks for a check soon (non-blocking; coalesced).
 func (iw *inputWait) event() {
 	if !iw.on.Load() {
+		return
+	}
+	// Noted first, then looked at: a loop that stops covering after this
+	// load still finds pending set when it takes it (loop).
+	iw.pending.Store(true)
+	if iw.covered.Load() {
 		return
 	}
 	select {
@@ -464,6 +477,14 @@ func (iw *inputWait) lookLocked() bool {
 	if iw.written.Load() != iw.queued.Load() {
 		return false // input waits in the runner's queue
 	}
+	// Output not yet read: the job is printing, not waiting. One poll,
+	// before the readers' look at /proc (several files a task): a job
+	// printing without pause is checked every inputWaitMaxGap, and each
+	// check stops here.
+	if iw.outputPending() {
+		iw.untimed = false
+		return false
+	}
 	fresh, untimed := false, false
 	for tid, key := range iw.readersLocked() {
 		if iw.stale[tid] != strings.TrimSuffix(key, timedKey) {
@@ -567,17 +588,25 @@ func (iw *inputWait) loop() {
 	t.Stop()
 	armed := false
 	var armedAt time.Time // when the armed timer fires
-	arm := func(d time.Duration) {
+	// armAt arms the timer for at (at once when at has passed). Times are
+	// the schedule's own (lastCheck + a gap), so an event whose due time
+	// is the armed one finds it armed already (covered).
+	armAt := func(at time.Time) {
 		if armed && !t.Stop() {
 			select {
 			case <-t.C:
 			default:
 			}
 		}
-		t.Reset(d)
-		armed, armedAt = true, time.Now().Add(d)
+		t.Reset(max(0, time.Until(at)))
+		armed, armedAt = true, at
 	}
 	var s iwSchedule
+	// cover says whether the armed timer comes no later than an event
+	// would ask (see inputWait.covered).
+	cover := func() {
+		iw.covered.Store(armed && !armedAt.After(s.lastCheck.Add(s.gap)))
+	}
 	for {
 		select {
 		case <-iw.r.done:
@@ -586,12 +615,18 @@ func (iw *inputWait) loop() {
 			iw.closeProcs()
 			return
 		case <-iw.kick:
+			iw.pending.Store(false)
 			due := s.event()
 			if !armed || armedAt.After(due) {
-				arm(max(0, time.Until(due)))
+				armAt(due)
 			}
+			cover()
 		case <-t.C:
 			armed = false
+			iw.covered.Store(false)
+			if iw.pending.Swap(false) {
+				s.event() // events that came while it was covered
+			}
 			// The read that kicked this check readied the size event's
 			// sender too: let it go first (the runner has one P, and
 			// the timer's goroutine would run before it), so the
@@ -599,9 +634,11 @@ func (iw *inputWait) loop() {
 			// of /proc.
 			runtime.Gosched()
 			w, seq := iw.check()
-			if d, ok := s.looked(time.Now(), w, seq); ok {
-				arm(d)
+			now := time.Now()
+			if d, ok := s.looked(now, w, seq); ok {
+				armAt(now.Add(d))
 			}
+			cover()
 		}
 	}
 }
