@@ -61,6 +61,80 @@ func messageKinds(t *testing.T, b []byte) (frames, base64Lines int) {
 	return frames, base64Lines
 }
 
+// rawDriver drives a real runner's terminal as the server's attach does:
+// requests answered by acks, the raw bytes read from the runner's ring
+// between output events.
+type rawDriver struct {
+	t    *testing.T
+	rr   *realRunner
+	send func(*proto.Msg) error // how a request goes (default rr.ctl.Send)
+	acks chan *proto.Msg
+	grew chan int64
+	id   int64
+	at   int64 // the raw offset read up to
+}
+
+func newRawDriver(t *testing.T, rr *realRunner) *rawDriver {
+	c := &rawDriver{t: t, rr: rr, send: rr.ctl.Send, acks: make(chan *proto.Msg, 16), grew: make(chan int64, 1024)}
+	go func() {
+		for {
+			m, err := rr.ctl.Recv()
+			if err != nil {
+				close(c.acks)
+				return
+			}
+			switch m.T {
+			case proto.TAck:
+				c.acks <- m
+			case proto.TOutput, proto.TState, proto.TRunning:
+				c.grew <- m.RawSize
+			}
+		}
+	}()
+	return c
+}
+
+// ask sends m and waits for its ack.
+func (c *rawDriver) ask(m *proto.Msg) *proto.Msg {
+	c.t.Helper()
+	c.id++
+	m.ID = c.id
+	if err := c.send(m); err != nil {
+		c.t.Fatal(err)
+	}
+	select {
+	case a, ok := <-c.acks:
+		if !ok || a.ID != c.id {
+			c.t.Fatalf("ack of %s: %+v", m.T, a)
+		}
+		return a
+	case <-time.After(20 * time.Second):
+		c.t.Fatalf("no ack of %s", m.T)
+	}
+	return nil
+}
+
+// readUntil reads the raw terminal on from where the last read ended
+// until what it read holds want.
+func (c *rawDriver) readUntil(want []byte) {
+	c.t.Helper()
+	var got []byte
+	for deadline := time.Now().Add(20 * time.Second); !bytes.Contains(got, want); {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the job never wrote %q: %q", want, got)
+		}
+		a := c.ask(&proto.Msg{T: proto.TRaw, RawSize: c.at})
+		if a.Err != "" && a.Err != ErrRawGone {
+			c.t.Fatalf("raw: %s", a.Err)
+		}
+		got = append(got, a.Data...)
+		c.at = a.RawSize + int64(len(a.Data))
+		if len(a.Data) == 0 {
+			nextEvent(c.t, c.grew)
+		}
+	}
+}
+
 // nextEvent waits for the runner's next output event.
 func nextEvent(t *testing.T, grew <-chan int64) {
 	t.Helper()
@@ -89,87 +163,26 @@ func TestFramesOnlyWithAServerThatReadsThem(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rr := startRealRunner(t, nil)
 			rr.assignAs(frames, "pty", "stty raw -echo; echo ready; exec cat")
-			acks := make(chan *proto.Msg, 16)
-			grew := make(chan int64, 1024)
-			go func() {
-				for {
-					m, err := rr.ctl.Recv()
-					if err != nil {
-						close(acks)
-						return
+			c := newRawDriver(t, rr)
+			if !frames {
+				// An older server writes JSON lines alone, the bytes in
+				// base64 (as encoding/json does).
+				c.send = func(m *proto.Msg) error {
+					if m.Data == nil {
+						return rr.ctl.Send(m)
 					}
-					switch m.T {
-					case proto.TAck:
-						acks <- m
-					case proto.TOutput, proto.TState:
-						grew <- m.RawSize
-					}
-				}
-			}()
-			var id int64
-			ask := func(m *proto.Msg) *proto.Msg {
-				t.Helper()
-				id++
-				m.ID = id
-				if frames || m.Data == nil {
-					if err := rr.ctl.Send(m); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					// An older server writes JSON lines alone, the
-					// bytes in base64 (as encoding/json does).
 					line, _ := json.Marshal(m)
-					if _, err := rr.wire.UnixConn.Write(append(line, '\n')); err != nil {
-						t.Fatal(err)
-					}
+					_, err := rr.wire.UnixConn.Write(append(line, '\n'))
+					return err
 				}
-				select {
-				case a, ok := <-acks:
-					if !ok || a.ID != id {
-						t.Fatalf("ack of %s: %+v", m.T, a)
-					}
-					return a
-				case <-time.After(20 * time.Second):
-					t.Fatalf("no ack of %s", m.T)
-				}
-				return nil
 			}
 			// The ring starts with the first raw request; "ready" says
 			// the terminal is raw.
-			var at int64
-			var got []byte
-			for deadline := time.Now().Add(20 * time.Second); !bytes.Contains(got, []byte("ready")); {
-				if time.Now().After(deadline) {
-					t.Fatalf("the job never said ready: %q", got)
-				}
-				a := ask(&proto.Msg{T: proto.TRaw, RawSize: at})
-				if a.Err != "" && a.Err != ErrRawGone {
-					t.Fatalf("raw: %s", a.Err)
-				}
-				got = append(got, a.Data...)
-				at = a.RawSize + int64(len(a.Data))
-				if len(a.Data) == 0 {
-					nextEvent(t, grew)
-				}
-			}
-			if a := ask(&proto.Msg{T: proto.TInput, Data: all, Block: true}); a.Err != "" {
+			c.readUntil([]byte("ready"))
+			if a := c.ask(&proto.Msg{T: proto.TInput, Data: all, Block: true}); a.Err != "" {
 				t.Fatalf("input: %s", a.Err)
 			}
-			got = got[:0]
-			for deadline := time.Now().Add(20 * time.Second); !bytes.Contains(got, all); {
-				if time.Now().After(deadline) {
-					t.Fatalf("cat gave back %q, not the 256 byte values", got)
-				}
-				a := ask(&proto.Msg{T: proto.TRaw, RawSize: at})
-				if a.Err != "" {
-					t.Fatalf("raw: %s", a.Err)
-				}
-				got = append(got, a.Data...)
-				at += int64(len(a.Data))
-				if len(a.Data) == 0 {
-					nextEvent(t, grew)
-				}
-			}
+			c.readUntil(all)
 			rr.wire.mu.Lock()
 			inFrames, inBase64 := messageKinds(t, rr.wire.wrote)
 			outFrames, outBase64 := messageKinds(t, rr.wire.read)

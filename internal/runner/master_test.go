@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,73 +23,18 @@ import (
 func TestTheMasterIsReadThroughThePoller(t *testing.T) {
 	rr := startRealRunner(t, nil)
 	rr.assignFrames("pty", "stty raw -echo; echo ready; exec cat")
-	acks := make(chan *proto.Msg, 16)
-	grew := make(chan int64, 1024)
-	go func() {
-		for {
-			m, err := rr.ctl.Recv()
-			if err != nil {
-				close(acks)
-				return
-			}
-			switch m.T {
-			case proto.TAck:
-				acks <- m
-			case proto.TOutput, proto.TState, proto.TRunning:
-				grew <- m.RawSize
-			}
-		}
-	}()
-	var id int64
-	ask := func(m *proto.Msg) *proto.Msg {
-		t.Helper()
-		id++
-		m.ID = id
-		if err := rr.ctl.Send(m); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case a, ok := <-acks:
-			if !ok || a.ID != id {
-				t.Fatalf("ack of %s: %+v", m.T, a)
-			}
-			return a
-		case <-time.After(20 * time.Second):
-			t.Fatalf("no ack of %s", m.T)
-		}
-		return nil
-	}
-	// readUntil reads the raw terminal from at until it holds want.
-	var at int64
-	readUntil := func(want string) {
-		t.Helper()
-		var got []byte
-		for deadline := time.Now().Add(20 * time.Second); !bytes.Contains(got, []byte(want)); {
-			if time.Now().After(deadline) {
-				t.Fatalf("the job never wrote %q: %q", want, got)
-			}
-			a := ask(&proto.Msg{T: proto.TRaw, RawSize: at})
-			if a.Err != "" && a.Err != ErrRawGone {
-				t.Fatalf("raw: %s", a.Err)
-			}
-			got = append(got, a.Data...)
-			at = a.RawSize + int64(len(a.Data))
-			if len(a.Data) == 0 {
-				nextEvent(t, grew)
-			}
-		}
-	}
-	readUntil("ready")
+	c := newRawDriver(t, rr)
+	c.readUntil([]byte("ready"))
 	masterNonBlocking(t, rr.cmd.Process.Pid, "after the start")
-	if a := ask(&proto.Msg{T: proto.TResize, Cols: 100, Rows: 30}); a.Err != "" {
+	if a := c.ask(&proto.Msg{T: proto.TResize, Cols: 100, Rows: 30}); a.Err != "" {
 		t.Fatalf("resize: %s", a.Err)
 	}
 	masterNonBlocking(t, rr.cmd.Process.Pid, "after a resize")
 	// And it is read: a line through cat comes back.
-	if a := ask(&proto.Msg{T: proto.TInput, Data: []byte("through the poller\n"), Block: true}); a.Err != "" {
+	if a := c.ask(&proto.Msg{T: proto.TInput, Data: []byte("through the poller\n"), Block: true}); a.Err != "" {
 		t.Fatalf("input: %s", a.Err)
 	}
-	readUntil("through the poller")
+	c.readUntil([]byte("through the poller"))
 }
 
 // masterNonBlocking checks that each terminal master pid holds
