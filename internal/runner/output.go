@@ -53,23 +53,22 @@ func (r *Runner) sendSizes() {
 		if r.size.Load() == last && r.errSize.Load() == lastErr && r.rawSize.Load() == lastRaw {
 			continue
 		}
-		if wait := gap - time.Since(lastSent); wait > 0 && !r.grewAfterPause.Load() {
+		// Taken before the sizes are read: growth after a pause that
+		// this event misses leaves another.
+		paused := false
+		select {
+		case <-r.pauseCh:
+			paused = true
+		default:
+		}
+		if wait := gap - time.Since(lastSent); wait > 0 && !paused {
 			if !r.waitGap(wait) {
 				return
 			}
 		}
-		// Cleared before the sizes are read: a pause and growth that
-		// this event misses set it again.
+		// (Sizes only grow: they still differ from the last event's.)
 		now := time.Now()
-		r.grewAfterPause.Store(false)
-		select { // a pause this event carries ends no later gap
-		case <-r.pauseCh:
-		default:
-		}
 		n, e, raw := r.size.Load(), r.errSize.Load(), r.rawSize.Load()
-		if n == last && e == lastErr && raw == lastRaw {
-			continue
-		}
 		// An attached client's raw bytes ride along when few (raw.go).
 		var inline []byte
 		if lastRaw >= 0 && raw > lastRaw && raw-lastRaw <= rawInlineMax && r.rawInlining(now) {
@@ -179,7 +178,6 @@ func (r *Runner) sizeChanged(now int64) {
 		now = time.Now().UnixNano()
 	}
 	if prev := r.lastGrowth.Swap(now); now-prev >= int64(sizeEventQuiet) {
-		r.grewAfterPause.Store(true)
 		select {
 		case r.pauseCh <- struct{}{}:
 		default:

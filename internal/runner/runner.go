@@ -80,13 +80,11 @@ type Runner struct {
 	rawSize   atomic.Int64 // the terminal's raw bytes, once attached (raw.go), announced with size
 	rawAsked  atomic.Int64 // unix ns of the last raw request served (raw.go: inlining)
 	sizeCh    chan struct{}
-	pauseCh   chan struct{} // growth after a pause: ends a gap being waited (output.go)
+	pauseCh   chan struct{} // growth after a pause: no gap is waited for it (output.go)
 	lastWrite atomic.Int64  // unix ns of the last output write
-	// lastGrowth (unix ns) and grewAfterPause (the output grew after
-	// sizeEventQuiet without growth, since the last size event): for
-	// sendSizes's pacing.
-	lastGrowth     atomic.Int64
-	grewAfterPause atomic.Bool
+	// lastGrowth (unix ns): for sendSizes's pacing (growth after
+	// sizeEventQuiet without any leaves a token on pauseCh).
+	lastGrowth atomic.Int64
 	// sizeGap: sizeEventGap when zero (a test's longer gap tells pacing
 	// from the scheduler's wake-ups).
 	sizeGap time.Duration
