@@ -84,8 +84,19 @@ func masterNonBlocking(t *testing.T, pid int, when string) {
 // background process (6 s here).
 func TestTerminalHeldByABackgroundProcessIsClosed(t *testing.T) {
 	rr := startRealRunner(t, nil)
+	// The job's cwd: the background process's pid is left there, and the
+	// test ends that process (it goes on after the job, as what a job
+	// leaves running does).
+	pidFile := filepath.Join(filepath.Dir(rr.dir), "work", "bg.pid")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	})
 	start := time.Now()
-	rr.assignFrames("pty", "sleep 6 & echo started")
+	rr.assignFrames("pty", "sleep 6 & echo $! > bg.pid; echo started")
 	msgs := rr.end()
 	took := time.Since(start)
 	exit := msgs[len(msgs)-1]
