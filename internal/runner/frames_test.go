@@ -66,7 +66,6 @@ func messageKinds(t *testing.T, b []byte) (frames, base64Lines int) {
 // between output events.
 type rawDriver struct {
 	t    *testing.T
-	rr   *realRunner
 	send func(*proto.Msg) error // how a request goes (default rr.ctl.Send)
 	acks chan *proto.Msg
 	grew chan int64
@@ -75,7 +74,7 @@ type rawDriver struct {
 }
 
 func newRawDriver(t *testing.T, rr *realRunner) *rawDriver {
-	c := &rawDriver{t: t, rr: rr, send: rr.ctl.Send, acks: make(chan *proto.Msg, 16), grew: make(chan int64, 1024)}
+	c := &rawDriver{t: t, send: rr.ctl.Send, acks: make(chan *proto.Msg, 16), grew: make(chan int64, 1024)}
 	go func() {
 		for {
 			m, err := rr.ctl.Recv()

@@ -89,7 +89,7 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 	s := r.spec
 	master, slave := r.ptyMaster, r.ptySlave
 	r.ptyMaster, r.ptySlave = nil, nil
-	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(s.Cols), Rows: uint16(s.Rows)}); err != nil {
+	if err := setWinsize(master, s.Cols, s.Rows); err != nil {
 		master.Close()
 		slave.Close()
 		return fmt.Errorf("set terminal size %dx%d: %w", s.Cols, s.Rows, err)
@@ -100,15 +100,6 @@ func (r *Runner) startPTY(cfg isolation.JobConfig, w *outWriter) error {
 		master.Close()
 		slave.Close()
 		return err
-	}
-	// The master is read through the Go poller (creack/pty's ioctls,
-	// through Fd, left it blocking): the pump then waits parked, and the
-	// runner's one P is free the moment it does. A thread asleep in
-	// read(2) keeps the P until the runtime's monitor takes it back, and
-	// the size event of the read just done waited for that: 0.2–0.5 ms of
-	// an attach round trip. (resize keeps it so: setWinsize.)
-	if rc, err := master.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), true) })
 	}
 	// Under mu: a terminate or resize may arrive while the job starts.
 	r.mu.Lock()
@@ -273,6 +264,16 @@ func (r *Runner) openTerminal() error {
 	master, slave, err := pty.Open()
 	if err != nil {
 		return fmt.Errorf("open terminal: %w", err)
+	}
+	// The master is read through the Go poller (creack/pty's ioctls,
+	// through Fd, left it blocking): the pump then waits parked, and the
+	// runner's one P is free the moment it does. A thread asleep in
+	// read(2) keeps the P until the runtime's monitor takes it back, and
+	// the size event of the read just done waited for that: 0.2–0.5 ms of
+	// an attach round trip. Made so here, ahead of the job; the size is
+	// set through the raw descriptor (setWinsize), which keeps it so.
+	if rc, err := master.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), true) })
 	}
 	if err := r.claimTerminal(slave); err != nil {
 		master.Close()
