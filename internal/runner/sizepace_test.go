@@ -2,6 +2,7 @@ package runner
 
 import (
 	"net"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -117,8 +118,13 @@ func TestSizeEventAfterPauseWhileAGapIsWaited(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				time.Sleep(2 * gap) // no gap left
 				tc.grow()
-				// Long enough for the sender to be waiting, if it waits.
-				time.Sleep(5 * time.Millisecond)
+				// The sender has taken its wake-up: from there it waits
+				// out a gap, if it waits, with nothing to wait for first.
+				for len(r.sizeCh) > 0 {
+					runtime.Gosched()
+				}
+				// The pause itself: no growth for longer than the quiet.
+				time.Sleep(2 * sizeEventQuiet)
 				start := time.Now()
 				r.grew(10) // after a pause
 				if d := until(r.size.Load()).Sub(start); d > gap/3 {
