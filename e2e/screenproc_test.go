@@ -113,8 +113,22 @@ func TestScreenProcessOnlyWhenNeeded(t *testing.T) {
 			}
 			s.c.Terminate(ctx(t), plain, 1)
 
+			// Lines scroll through the runner's own screen (screen.Lines):
+			// thousands of them start no screen process either, and the
+			// screen and scrollback are those of a terminal.
+			plain = runPTY(t, s, "seq 1 5000; echo plain; read x", 80, 24)
+			s.screenShows(t, plain, "plain")
+			if p := screenProcs(s.runnerPID(t, plain)); len(p) != 0 {
+				t.Errorf("a job that printed 5001 lines has screen processes %v", p)
+			}
+			sc := s.screen(t, plain, 1000)
+			if sb := *sc.Scrollback; sc.Lines[21] != "5000" || sc.Lines[22] != "plain" || sc.Cursor.Row != 23 || len(sb) != 1000 || sb[0] != "3979" || sb[999] != "4978" {
+				t.Errorf("after 5000 lines: screen rows 21–22 %q %q, cursor %+v, %d scrollback rows", sc.Lines[21], sc.Lines[22], sc.Cursor, len(sb))
+			}
+			s.c.Terminate(ctx(t), plain, 1)
+
 			drawn := runPTY(t, s, `printf '\033[2J\033[5;5Hdrawn'; read x; printf '\033[6;1Hbye'`, 80, 24)
-			sc := s.screenShows(t, drawn, "drawn")
+			sc = s.screenShows(t, drawn, "drawn")
 			if sc.Lines[4] != "    drawn" {
 				t.Fatalf("screen row 4 is %q, want %q", sc.Lines[4], "    drawn")
 			}

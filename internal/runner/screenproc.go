@@ -3,12 +3,16 @@ package runner
 // A pty job's screen, kept in two places: cold in the runner, warm in a
 // screen process.
 //
-// The runner follows plain output itself (screen.Cold: printable text,
-// line ends, colours, a screenful at most, a few KiB). Once the output
-// needs more (any other sequence, scrolling, a resize, more than
-// screen.ColdMax bytes), it starts the screen process (cmd/shellctl-screen,
+// The runner follows plain output itself: first screen.Cold (printable
+// text, line ends, colours, a screenful at most, a few KiB), then, while
+// everything written is plain lines, screen.Lines (the last lines, enough
+// for the screen and its scrollback: a build log or any flood of lines
+// scrolls through without an emulator). Once the output needs more (any
+// other sequence, a resize, a redraw for an attach), it starts the screen
+// process (cmd/shellctl-screen,
 // beside the runner's binary, by a handle) and feeds it the kept bytes
-// and everything after over a pipe (internal/screen/wire.go); screens are
+// (screen.Lines' seed) and everything after over a pipe
+// (internal/screen/wire.go); screens are
 // asked of it over the same pipe, in order with the bytes. So the
 // emulator, its dependencies and their initialisation are in no runner:
 // a runner's binary is a third smaller, and so is the memory of every
@@ -58,13 +62,15 @@ type screenConn struct {
 // start frame sent.
 type screenStarter func(cols, rows int) (*screenConn, error)
 
-// liveTerm is the screen of one terminal: cold, then warm in a screen
-// process. Its owner (screenFeed) serializes every call.
+// liveTerm is the screen of one terminal: cold, then lines, then warm in a
+// screen process (lines may be skipped). Its owner (screenFeed)
+// serializes every call.
 type liveTerm struct {
 	cols, rows int
-	cold       *screen.Cold // nil once warm
-	conn       *screenConn  // the screen process, once warm
-	broken     string       // why there is no screen any more
+	cold       *screen.Cold  // nil once past cold
+	lines      *screen.Lines // while past cold and still plain lines
+	conn       *screenConn   // the screen process, once warm
+	broken     string        // why there is no screen any more
 	start      screenStarter
 	wbuf       []byte
 }
@@ -75,15 +81,21 @@ func newLiveTerm(cols, rows int, start screenStarter) *liveTerm {
 
 // Emulating reports whether the screen went warm (its process started,
 // or failed to).
-func (t *liveTerm) Emulating() bool { return t.cold == nil }
+func (t *liveTerm) Emulating() bool { return t.cold == nil && t.lines == nil }
 
-// warm starts the screen process and feeds it what was kept cold.
+// warm starts the screen process and feeds it what was kept cold, or the
+// seed of the lines kept.
 func (t *liveTerm) warm() {
-	if t.cold == nil {
+	var raw []byte
+	switch {
+	case t.cold != nil:
+		raw = t.cold.Raw()
+	case t.lines != nil:
+		raw = t.lines.Seed()
+	default:
 		return
 	}
-	raw := t.cold.Raw()
-	t.cold = nil
+	t.cold, t.lines = nil, nil
 	c, err := t.start(t.cols, t.rows)
 	if err != nil {
 		t.broken = "no screen process: " + err.Error()
@@ -138,6 +150,18 @@ func (t *liveTerm) Write(p []byte) {
 		if t.cold.Write(p, t.cols, t.rows) {
 			return
 		}
+		// Past cold: plain lines so far (and in p) go on without an
+		// emulator.
+		if l := screen.NewLines(t.cols, t.rows); l.Write(t.cold.Raw()) && l.Write(p) {
+			t.cold, t.lines = nil, l
+			return
+		}
+		t.warm()
+	}
+	if t.lines != nil {
+		if t.lines.Write(p) {
+			return
+		}
 		t.warm()
 	}
 	t.send(screen.FrameWrite, p)
@@ -184,6 +208,12 @@ func (t *liveTerm) Snapshot(scrollback int) ([]byte, string) {
 	if t.cold != nil {
 		return appendSnapshot(nil, t.cold.Snapshot(t.cols, t.rows, scrollback)), ""
 	}
+	if t.lines != nil {
+		if s, ok := t.lines.Snapshot(scrollback); ok {
+			return appendSnapshot(nil, s), ""
+		}
+		t.warm()
+	}
 	if t.conn != nil {
 		t.wbuf = screen.AppendInts(t.wbuf[:0], screen.FrameSnapshot, max(0, scrollback))
 		if p, ok := t.ask(t.wbuf, screen.FrameSnapshot); ok {
@@ -208,6 +238,10 @@ func (t *liveTerm) Redraw() ([]byte, string) {
 		// process's own redraw of a cold screen is the same.
 		return append([]byte(screen.RedrawReset), t.cold.Raw()...), ""
 	}
+	// The lines' seed would redraw the screen too, but a screenful and a
+	// thousand rows of scrollback through the client's terminal is not a
+	// redraw: the emulator's is.
+	t.warm()
 	if t.conn != nil {
 		t.wbuf = screen.AppendFrame(t.wbuf[:0], screen.FrameRedraw, nil)
 		if p, ok := t.ask(t.wbuf, screen.FrameRedraw); ok {
@@ -221,7 +255,7 @@ func (t *liveTerm) Redraw() ([]byte, string) {
 func (t *liveTerm) Broken() string { return t.broken }
 
 // AppCursor reports whether the program asked for application cursor
-// keys (false while cold: nothing in the cold subset sets it).
+// keys (false while cold or lines: nothing in plain output sets it).
 func (t *liveTerm) AppCursor() bool {
 	if t.conn == nil {
 		return false

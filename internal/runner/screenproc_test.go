@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -98,6 +99,57 @@ func TestLiveTermColdThenWarm(t *testing.T) {
 	b, _ = lt.Snapshot(0)
 	if !strings.Contains(string(b), `"cols":10,"rows":3`) {
 		t.Fatalf("after resize %s", b)
+	}
+}
+
+// TestLiveTermLinesThenWarm: a flood of plain lines scrolls through the
+// runner's screen.Lines, no screen process started, and its screen and
+// scrollback answer from there; the first sequence beyond plain lines
+// starts the process, fed the lines' seed, so the screen is the one an
+// emulator fed every byte shows.
+func TestLiveTermLinesThenWarm(t *testing.T) {
+	started := 0
+	inProc := inProcScreen(t)
+	lt := newLiveTerm(20, 5, func(c, r int) (*screenConn, error) { started++; return inProc(c, r) })
+	defer lt.Close()
+	ref := emu.New(20, 5)
+	defer ref.Close()
+	write := func(p string) {
+		lt.Write([]byte(p))
+		_, _ = ref.Write([]byte(p))
+	}
+	var flood strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&flood, "\x1b[3%dmline %d\x1b[m\r\n", i%8, i)
+	}
+	write(flood.String())
+	write("prompt$ ")
+	if started != 0 || lt.Emulating() {
+		t.Fatalf("a flood of plain lines started %d screen processes", started)
+	}
+	want := func(sb int) string {
+		b, err := json.Marshal(ref.Snapshot(sb))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, sb := range []int{0, 2, screen.ScrollbackLines} {
+		if b, why := lt.Snapshot(sb); why != "" || string(b) != want(sb) {
+			t.Fatalf("lines screen, scrollback %d: %q\n%.300s\nwant\n%.300s", sb, why, b, want(sb))
+		}
+	}
+	if started != 0 {
+		t.Fatal("a snapshot of plain lines started a screen process")
+	}
+	write("\x1b[1;1Htop")
+	if started != 1 || !lt.Emulating() {
+		t.Fatalf("%d screen processes started after a cursor move, want 1", started)
+	}
+	for _, sb := range []int{0, screen.ScrollbackLines} {
+		if b, why := lt.Snapshot(sb); why != "" || string(b) != want(sb) {
+			t.Fatalf("warm screen, scrollback %d: %q\n%.300s\nwant\n%.300s", sb, why, b, want(sb))
+		}
 	}
 }
 

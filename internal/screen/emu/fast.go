@@ -19,170 +19,9 @@ package emu
 // checks it against the emulator fed byte by byte.
 
 import (
-	"bytes"
 	"encoding/binary"
 	"github.com/shellctl/shellctl/internal/screen"
-	"strings"
 )
-
-// printable: the bytes of plain text (printable ASCII).
-var printable = func() (t [256]bool) {
-	for b := 0x20; b <= 0x7e; b++ {
-		t[b] = true
-	}
-	return t
-}()
-
-// printable8 reports whether the 8 bytes of w are all printable ASCII:
-// none has its high bit, none is below 0x20 (a borrow reaches the high bit
-// of a byte below), and none is 0x7f (adding one carries into the high bit).
-func printable8(w uint64) bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	return w&hi == 0 && (w-0x20*lo)&^w&hi == 0 && (w+lo)&hi == 0
-}
-
-// plainLines returns the ends (just past CR LF) of the plain lines at
-// the start of p, stopping at the first byte that is not part of one.
-//
-// An erase to the end of the row right after a row's last column is
-// filled is not plain: there it erases that column's character, and the
-// next character takes its place instead of wrapping.
-func plainLines(p []byte, cols int, ends []int) []int {
-	ends = ends[:0]
-	i := 0
-	for {
-		j := i
-		n := 0
-		for j < len(p) {
-			if j+8 <= len(p) && printable8(binary.LittleEndian.Uint64(p[j:])) {
-				j += 8
-				n += 8
-				continue
-			}
-			b := p[j]
-			if printable[b] {
-				j++
-				n++
-				continue
-			}
-			if b == 0x1b {
-				k := sgrEnd(p, j)
-				if k < 0 || (p[k-1] == 'K' && n > 0 && n%cols == 0) {
-					return ends
-				}
-				j = k
-				continue
-			}
-			break
-		}
-		if j+1 < len(p) && p[j] == '\r' && p[j+1] == '\n' {
-			i = j + 2
-			ends = append(ends, i)
-			continue
-		}
-		return ends
-	}
-}
-
-// sgrEnd is the end of the sequence at p[i] that a plain line may hold
-// (SGR: ESC [ digits ; : m; erase to the end of the row: ESC [ K or
-// ESC [ 0 K, which on a row written from its start erases nothing), or -1
-// when there is none.
-func sgrEnd(p []byte, i int) int {
-	if i+1 >= len(p) || p[i+1] != '[' {
-		return -1
-	}
-	for j := i + 2; j < len(p) && j < i+2+64; j++ {
-		b := p[j]
-		switch {
-		case b == 'm':
-			return j + 1
-		case b == 'K':
-			if j == i+2 || (j == i+3 && p[i+2] == '0') {
-				return j + 1
-			}
-			return -1
-		case (b >= '0' && b <= '9') || b == ';' || b == ':':
-		default:
-			return -1
-		}
-	}
-	return -1
-}
-
-// span is one screen row's bytes in the input.
-type span struct{ a, b int }
-
-// splitRows cuts the line p[a:b] (its CR LF excluded) into screen rows of
-// cols characters.
-func splitRows(p []byte, a, b, cols int, rows []span) []span {
-	if b-a <= cols {
-		// At most cols bytes: one row, whatever SGRs it holds.
-		return append(rows, span{a, b})
-	}
-	start, n := a, 0
-	for i := a; i < b; {
-		if p[i] == 0x1b {
-			i = sgrEnd(p, i)
-			continue
-		}
-		if n == cols {
-			rows = append(rows, span{start, i})
-			start, n = i, 0
-		}
-		n++
-		i++
-	}
-	return append(rows, span{start, b})
-}
-
-// text is the row's characters without its SGR sequences, trailing
-// blanks trimmed.
-func text(p []byte) string {
-	if bytes.IndexByte(p, 0x1b) < 0 {
-		return string(bytes.TrimRight(p, " "))
-	}
-	var b strings.Builder
-	b.Grow(len(p))
-	for i := 0; i < len(p); {
-		if p[i] == 0x1b {
-			i = sgrEnd(p, i)
-			continue
-		}
-		b.WriteByte(p[i])
-		i++
-	}
-	return strings.TrimRight(b.String(), " ")
-}
-
-// sgrs appends the SGR sequences of p to out, starting over at one that
-// resets the pen (its first parameter empty or 0): what came before it no
-// longer matters.
-func sgrs(p []byte, out []byte) []byte {
-	for i := 0; i < len(p); {
-		j := bytes.IndexByte(p[i:], 0x1b)
-		if j < 0 {
-			break
-		}
-		i += j
-		k := sgrEnd(p, i)
-		seq := p[i:k]
-		if seq[len(seq)-1] != 'm' {
-			i = k
-			continue
-		}
-		first := seq[2:]
-		if j := strings.IndexAny(string(first), ";:m"); j >= 0 {
-			first = first[:j]
-		}
-		if len(first) == 0 || string(first) == "0" {
-			out = out[:0]
-		}
-		out = append(out, seq...)
-		i = k
-	}
-	return out
-}
 
 // pending is a screen the emulator has not been given yet: the pen
 // (SGR sequences) to apply, then these rows drawn from the top, the bottom
@@ -194,10 +33,6 @@ type pending struct {
 	rows [][]byte // at most rows-1, each a copy of one row's bytes
 	pen  []byte
 }
-
-// maxFrag bounds the start of a plain line held back while a flood is
-// pending, waiting for its CR LF.
-const maxFrag = 16 << 10
 
 // penFlush: a pen longer than this goes to the emulator at once (a pen
 // only changes the emulator's pen, never what its screen shows).
@@ -222,7 +57,7 @@ func (t *Term) fastForward(p []byte) int {
 	if pos.X != 0 || t.st.atPhantom() {
 		return t.wrapForward(p, pos.X)
 	}
-	t.runs = plainLines(p, t.cols, t.runs)
+	t.runs = screen.PlainLines(p, t.cols, t.runs)
 	ends := t.runs
 	if len(ends) < 2 {
 		return t.wrapForward(p, 0)
@@ -247,7 +82,7 @@ func (t *Term) extend(p []byte, ends []int, base int) {
 	rows := t.spans[:0]
 	start := 0
 	for _, e := range ends {
-		rows = splitRows(p, start, e-base-2, t.cols, rows)
+		rows = screen.SplitRows(p, start, e-base-2, t.cols, rows)
 		start = e - base
 	}
 	t.spans = rows
@@ -257,14 +92,14 @@ func (t *Term) extend(p []byte, ends []int, base int) {
 // scrollRows adds rows (spans of p, each one screen row) at the bottom of
 // the pending screen: as many of the oldest rows as they push out go to
 // the scrollback.
-func (t *Term) scrollRows(p []byte, rows []span) {
+func (t *Term) scrollRows(p []byte, rows []screen.Span) {
 	keep := t.rows - 1
 	drop := max(0, len(t.pend.rows)+len(rows)-keep)
 	// The oldest rows scroll off: first those pending, then new ones.
 	if d := min(drop, len(t.pend.rows)); d > 0 {
 		for _, r := range t.pend.rows[:d] {
 			t.sb.push(r)
-			t.pend.pen = sgrs(r, t.pend.pen)
+			t.pend.pen = screen.SGRs(r, t.pend.pen)
 		}
 		t.pend.rows = append(t.pend.rows[:0], t.pend.rows[d:]...)
 		drop -= d
@@ -274,9 +109,9 @@ func (t *Term) scrollRows(p []byte, rows []span) {
 	// these copies is their own bytes and at most one partial copy.
 	first := max(0, drop-screen.ScrollbackLines)
 	if first < len(rows) {
-		base := rows[first].a
-		buf := append([]byte(nil), p[base:rows[len(rows)-1].b]...)
-		row := func(r span) []byte { return buf[r.a-base : r.b-base : r.b-base] }
+		base := rows[first].A
+		buf := append([]byte(nil), p[base:rows[len(rows)-1].B]...)
+		row := func(r screen.Span) []byte { return buf[r.A-base : r.B-base : r.B-base] }
 		if drop > 0 {
 			for _, r := range rows[first:drop] {
 				t.sb.push(row(r))
@@ -287,7 +122,7 @@ func (t *Term) scrollRows(p []byte, rows []span) {
 		}
 	}
 	if drop > 0 {
-		t.pend.pen = sgrs(p[rows[0].a:rows[drop-1].b], t.pend.pen)
+		t.pend.pen = screen.SGRs(p[rows[0].A:rows[drop-1].B], t.pend.pen)
 	}
 	if len(t.pend.pen) > penFlush {
 		_, _ = t.emu.Write(t.pend.pen)
@@ -319,14 +154,14 @@ func wrapRun(p []byte, first, cols int) (fill, cut int) {
 	for i := 0; i < len(p); {
 		b := p[i]
 		if b == 0x1b {
-			k := sgrEnd(p, i)
+			k := screen.SGREnd(p, i)
 			if k < 0 || p[k-1] != 'm' {
 				break
 			}
 			i = k
 			continue
 		}
-		if !printable[b] {
+		if !screen.Printable[b] {
 			break
 		}
 		if n == next {
@@ -337,7 +172,7 @@ func wrapRun(p []byte, first, cols int) (fill, cut int) {
 			cut = i
 			next += cols
 		}
-		if next-n > 8 && i+8 <= len(p) && printable8(binary.LittleEndian.Uint64(p[i:])) {
+		if next-n > 8 && i+8 <= len(p) && screen.Printable8(binary.LittleEndian.Uint64(p[i:])) {
 			i += 8
 			n += 8
 			continue
@@ -380,7 +215,7 @@ func (t *Term) wrapForward(p []byte, x int) int {
 
 // wrapRows adds the full rows of the run p[a:b] to the pending screen.
 func (t *Term) wrapRows(p []byte, a, b int) {
-	t.spans = splitRows(p, a, b, t.cols, t.spans[:0])
+	t.spans = screen.SplitRows(p, a, b, t.cols, t.spans[:0])
 	t.scrollRows(p, t.spans)
 }
 
@@ -409,34 +244,4 @@ func (t *Term) materialize() {
 	t.pend = nil
 	_, _ = t.emu.Write(out)
 	t.drain()
-}
-
-// plainPrefix reports whether p could be the start of a plain line: what
-// a flood's read ends with.
-func plainPrefix(p []byte) bool {
-	for j := 0; j < len(p); {
-		b := p[j]
-		switch {
-		case b >= 0x20 && b <= 0x7e:
-			j++
-		case b == 0x1b:
-			k := sgrEnd(p, j)
-			if k < 0 {
-				// An SGR cut short by the end of p.
-				for i := j + 1; i < len(p); i++ {
-					c := p[i]
-					if !(i == j+1 && c == '[') && !((c >= '0' && c <= '9') || c == ';' || c == ':') {
-						return false
-					}
-				}
-				return len(p)-j <= 66
-			}
-			j = k
-		case b == '\r' && j == len(p)-1:
-			return true
-		default:
-			return false
-		}
-	}
-	return true
 }

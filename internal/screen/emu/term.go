@@ -54,8 +54,8 @@ type Term struct {
 	sb         ring
 	st         emuState // the emulator's own state (state.go)
 	stOK       bool
-	runs       []int  // plain-run scratch: line ends
-	spans      []span // and rows
+	runs       []int         // plain-run scratch: line ends
+	spans      []screen.Span // and rows
 	// pend: a flood of plain lines the emulator has not drawn yet;
 	// frag: the start of the next plain line, held back meanwhile
 	// (fast.go).
@@ -197,7 +197,7 @@ func (t *Term) Write(p []byte) (int, error) {
 func (t *Term) write(p []byte) {
 	for len(p) > 0 {
 		if t.pend != nil {
-			t.runs = plainLines(p, t.cols, t.runs)
+			t.runs = screen.PlainLines(p, t.cols, t.runs)
 			if len(t.runs) > 0 {
 				end := t.runs[len(t.runs)-1]
 				t.extend(p[:end], t.runs, 0)
@@ -210,7 +210,7 @@ func (t *Term) write(p []byte) {
 				p = p[cut:]
 				continue
 			}
-			if len(t.frag)+len(p) <= maxFrag && plainPrefix(p) {
+			if len(t.frag)+len(p) <= screen.MaxFrag && screen.PlainPrefix(p) {
 				t.frag = append(t.frag, p...)
 				return
 			}
@@ -354,7 +354,7 @@ func (r *ring) last(n int) []string {
 	n = min(n, r.n)
 	out := make([]string, n)
 	for i := range n {
-		out[i] = text(r.rows[(r.start+r.n-n+i)%screen.ScrollbackLines])
+		out[i] = screen.Text(r.rows[(r.start+r.n-n+i)%screen.ScrollbackLines])
 	}
 	return out
 }

@@ -319,10 +319,10 @@ func TestPrintable8(t *testing.T) {
 		for pos := range 8 {
 			w := []byte("abcdefgh")
 			w[pos] = byte(b)
-			got := printable8(uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			got := screen.Printable8(uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
 				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56)
 			if want := b >= 0x20 && b <= 0x7e; got != want {
-				t.Fatalf("byte %#x at %d: printable8 %v, want %v", b, pos, got, want)
+				t.Fatalf("byte %#x at %d: screen.Printable8 %v, want %v", b, pos, got, want)
 			}
 		}
 	}
