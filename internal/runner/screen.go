@@ -6,7 +6,8 @@ package runner
 // (screenproc.go).
 //
 // The pump that writes output.log copies each read into a bounded queue
-// and goes on; the emulator's own goroutine takes everything queued at
+// and goes on (plain lines the runner follows itself, screen.Lines, it
+// gives the screen at once when nothing is queued); the emulator's own goroutine takes everything queued at
 // once and feeds it, woken when screenBatch is queued, when the screen is
 // asked for, and when the output is drained. The pump never waits on the emulator while it is less
 // than screenQueue bytes behind; past that the pump waits for it (bytes are
@@ -125,11 +126,34 @@ func (f *screenFeed) put(p []byte) {
 		f.ring.keep(p, f.raw)
 		f.rawGrew(f.raw)
 	}
+	if len(f.buf) == 0 && len(f.resizes) == 0 && f.fed == f.queued && f.takeLines(p) {
+		// Nothing queued and everything fed: plain lines go to the
+		// runner's own screen here, not through the queue. (A waiter for
+		// the feed wants at most what was queued before: fed already.)
+		f.queued += int64(len(p))
+		f.fed += int64(len(p))
+		f.mu.Unlock()
+		return
+	}
 	full := len(f.buf) >= screenBatch
 	f.mu.Unlock()
 	if full {
 		f.kick()
 	}
+}
+
+// takeLines follows p on the term when it is plain lines the runner
+// follows itself (screen.Lines takes p whole or not at all): a few
+// nanoseconds a byte, which the queue's copy and the wake-ups of its
+// goroutine would cost more than. f.mu is held (then tmu, as everywhere).
+func (f *screenFeed) takeLines(p []byte) bool {
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	if t := f.term; t != nil && t.lines != nil && t.lines.Write(p) {
+		f.termRaw += int64(len(p))
+		return true
+	}
+	return false
 }
 
 // kick wakes the emulator.
