@@ -448,9 +448,12 @@ func TestAttachRedrawIsTheScreen(t *testing.T) {
 		name, script, shows string
 		keys                []string
 		after               string
+		plain               bool // only plain lines: the runner's own screen draws the redraw
 	}{
-		{"vim", "vim -u NONE -N -n " + file, "line 0001", []string{"/line 0150\r", "x"}, "ine 0150"},
-		{"less", "less " + file, "line 0001", []string{" ", "/0077\r"}, "line 0077"},
+		{"vim", "vim -u NONE -N -n " + file, "line 0001", []string{"/line 0150\r", "x"}, "ine 0150", false},
+		{"less", "less " + file, "line 0001", []string{" ", "/0077\r"}, "line 0077", false},
+		{"lines", `for i in $(seq 1 3000); do printf '\033[3%dmline %d\033[m\n' $((i%8)) $i; done; printf 'name? '; read x; echo "hi $x"; read y`,
+			"name?", []string{"ada\r"}, "hi ada", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := runPTY(t, s, tc.script, 83, 21)
@@ -460,6 +463,9 @@ func TestAttachRedrawIsTheScreen(t *testing.T) {
 				t.Fatalf("first message %+v, want redraw", c)
 			}
 			sameScreen(t, "after the redraw", emulated(a.redrawImage(), 83, 21), want)
+			if p := screenProcs(s.runnerPID(t, id)); tc.plain && len(p) != 0 {
+				t.Fatalf("plain lines and an attach started screen processes %v", p)
+			}
 			for _, k := range tc.keys {
 				a.input(k)
 			}
@@ -483,6 +489,9 @@ func TestAttachRedrawIsTheScreen(t *testing.T) {
 				case <-grew:
 				case <-time.After(time.Second):
 				}
+			}
+			if p := screenProcs(s.runnerPID(t, id)); tc.plain && len(p) != 0 {
+				t.Fatalf("plain lines and an attach started screen processes %v", p)
 			}
 			if _, err := s.c.Terminate(ctx(t), id, 0); err != nil {
 				t.Fatal(err)

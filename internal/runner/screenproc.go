@@ -7,9 +7,9 @@ package runner
 // text, line ends, colours, a screenful at most, a few KiB), then, while
 // everything written is plain lines, screen.Lines (the last lines, enough
 // for the screen and its scrollback: a build log or any flood of lines
-// scrolls through without an emulator). Once the output needs more (any
-// other sequence, a resize, a redraw for an attach), it starts the screen
-// process (cmd/shellctl-screen,
+// scrolls through without an emulator; an attach's redraw is drawn from
+// them too). Once the output needs more (any other sequence, a resize), it
+// starts the screen process (cmd/shellctl-screen,
 // beside the runner's binary, by a handle) and feeds it the kept bytes
 // (screen.Lines' seed) and everything after over a pipe
 // (internal/screen/wire.go); screens are
@@ -238,10 +238,9 @@ func (t *liveTerm) Redraw() ([]byte, string) {
 		// process's own redraw of a cold screen is the same.
 		return append([]byte(screen.RedrawReset), t.cold.Raw()...), ""
 	}
-	// The lines' seed would redraw the screen too, but a screenful and a
-	// thousand rows of scrollback through the client's terminal is not a
-	// redraw: the emulator's is.
-	t.warm()
+	if t.lines != nil {
+		return t.lines.Redraw(), ""
+	}
 	if t.conn != nil {
 		t.wbuf = screen.AppendFrame(t.wbuf[:0], screen.FrameRedraw, nil)
 		if p, ok := t.ask(t.wbuf, screen.FrameRedraw); ok {

@@ -1,6 +1,9 @@
 package screen
 
-import "bytes"
+import (
+	"bytes"
+	"strconv"
+)
 
 // Lines: a screen that has seen nothing but plain lines, followed without
 // an emulator.
@@ -14,8 +17,8 @@ import "bytes"
 // (PlainPrefix, up to MaxFrag bytes), a Lines keeps only the last lines,
 // enough for the screen, the scrollback and a screenful more, and the pen
 // (SGR sequences) the lines it dropped left; its Snapshot is computed from
-// them. Its owner makes the emulator when anything else is written, on a
-// resize, or for a redraw, and feeds it Seed: the pen, the kept lines and
+// them, and so is its Redraw. Its owner makes the emulator when anything
+// else is written or on a resize, and feeds it Seed: the pen, the kept lines and
 // the start of a line held, which leave the emulator's screen and
 // scrollback as all the bytes would have (TestLinesSame in
 // internal/screen/emu checks the snapshot and the seed against an emulator
@@ -187,15 +190,11 @@ func (l *Lines) Seed() []byte {
 	return append(out, l.frag...)
 }
 
-// Snapshot is the screen now, with up to scrollback rows of scrollback
-// when scrollback > 0: false when the rows kept cannot tell the
-// scrollback's (its rows would reach the bound of ScrollbackBytes, which
-// counts bytes as the emulator's ring does); then the owner asks an
-// emulator fed Seed.
-func (l *Lines) Snapshot(scrollback int) (Snapshot, bool) {
-	// Every row kept, as its bytes: the kept lines' rows, then the held
-	// start of a line's.
-	var rows [][]byte
+// layout is every row kept, as its bytes (the kept lines' rows, then
+// those of the start of a line held), the index of the screen's first row
+// among them, the cursor, and a sequence the held start of a line ends in
+// the middle of.
+func (l *Lines) layout() (rows [][]byte, top int, cur Cursor, cut []byte) {
 	var spans []Span
 	for i, s := l.lhead, l.start; i < len(l.lines); i++ {
 		e := l.lines[i].end
@@ -211,7 +210,7 @@ func (l *Lines) Snapshot(scrollback int) (Snapshot, bool) {
 		frag, cr = frag[:n-1], true
 	}
 	if j := bytes.LastIndexByte(frag, 0x1b); j >= 0 && SGREnd(frag, j) < 0 {
-		frag = frag[:j] // a sequence cut short: not drawn yet
+		frag, cut = frag[:j], frag[j:] // a sequence cut short: not drawn yet
 	}
 	n := chars(frag)
 	fragRows := max(1, (n+l.cols-1)/l.cols)
@@ -219,26 +218,27 @@ func (l *Lines) Snapshot(scrollback int) (Snapshot, bool) {
 	for _, sp := range spans {
 		rows = append(rows, frag[sp.A:sp.B])
 	}
-	col := 0
-	if n > 0 {
-		col = min(n-(fragRows-1)*l.cols, l.cols-1) // a wrap pending stays on the last column
+	cur = Cursor{Visible: true}
+	if n > 0 && !cr {
+		cur.Col = min(n-(fragRows-1)*l.cols, l.cols-1) // a wrap pending stays on the last column
 	}
-	if cr {
-		col = 0
-	}
-	total := l.drawn + int64(fragRows)
-	s := Snapshot{
-		Cols: l.cols, Rows: l.rows,
-		Cursor: Cursor{Col: col, Visible: true},
-		Lines:  make([]string, l.rows),
-	}
-	top := 0 // the index in rows of the screen's first row
-	if total <= int64(l.rows) {
-		s.Cursor.Row = int(total) - 1
+	if total := l.drawn + int64(fragRows); total <= int64(l.rows) {
+		cur.Row = int(total) - 1
 	} else {
 		top = len(rows) - l.rows
-		s.Cursor.Row = l.rows - 1
+		cur.Row = l.rows - 1
 	}
+	return rows, top, cur, cut
+}
+
+// Snapshot is the screen now, with up to scrollback rows of scrollback
+// when scrollback > 0: false when the rows kept cannot tell the
+// scrollback's (its rows would reach the bound of ScrollbackBytes, which
+// counts bytes as the emulator's ring does); then the owner asks an
+// emulator fed Seed.
+func (l *Lines) Snapshot(scrollback int) (Snapshot, bool) {
+	rows, top, cur, _ := l.layout()
+	s := Snapshot{Cols: l.cols, Rows: l.rows, Cursor: cur, Lines: make([]string, l.rows)}
 	for y := range min(l.rows, len(rows)-top) {
 		s.Lines[y] = Text(rows[top+y])
 	}
@@ -264,6 +264,35 @@ func (l *Lines) Snapshot(scrollback int) (Snapshot, bool) {
 		s.Scrollback = &sb
 	}
 	return s, true
+}
+
+// Redraw is the bytes that draw the screen now on a terminal of its size
+// in any state (an attach's first message): RedrawReset, each row of the
+// screen at its place, drawn with the pen it was written with and its own
+// bytes (colours, erases), then the cursor, and the pen the next byte is
+// written with; a sequence the program is in the middle of writing is
+// begun, so its rest, which follows as the program writes it, ends it.
+func (l *Lines) Redraw() []byte {
+	rows, top, cur, cut := l.layout()
+	b := []byte(RedrawReset)
+	pen := append([]byte(nil), l.pen...)
+	for i, r := range rows {
+		if i >= top {
+			b = append(b, "\x1b["...)
+			b = strconv.AppendInt(b, int64(i-top+1), 10)
+			b = append(b, ";1H\x1b[0m"...)
+			b = append(b, pen...)
+			b = append(b, r...)
+		}
+		pen = SGRs(r, pen)
+	}
+	b = append(b, "\x1b["...)
+	b = strconv.AppendInt(b, int64(cur.Row+1), 10)
+	b = append(b, ';')
+	b = strconv.AppendInt(b, int64(cur.Col+1), 10)
+	b = append(b, "H\x1b[0m"...)
+	b = append(b, pen...)
+	return append(b, cut...)
 }
 
 // Footprint is what the screen holds in memory, in bytes.

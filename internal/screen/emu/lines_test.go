@@ -127,6 +127,24 @@ func TestLinesSame(t *testing.T) {
 				}
 				sameSnapshot(t, what+fmt.Sprintf(" lines, scrollback %d", sb), got, want)
 			}
+			if rest == "" {
+				// The lines' redraw, written to a terminal in another
+				// state, draws the same screen; what the program writes
+				// next lands the same, with the same pen.
+				other := New(cols, rows)
+				feed(other, "\x1b[?1049h\x1b[44mjunk\x1b[5;5Hjunk")
+				feed(other, string(l.Redraw()))
+				got, want := other.Snapshot(0), ref.Snapshot(0)
+				sameSnapshot(t, what+" redraw", got, want)
+				if g, w := penOf(other), penOf(ref); g != w {
+					t.Fatalf("%s: the redraw leaves the pen %s, every byte %s", what, g, w)
+				}
+				sameSnapshot(t, what+" redraw, then more", other.Snapshot(0), ref.Snapshot(0))
+				other.Close()
+				ref.Close()
+				ref = New(cols, rows)
+				feed(ref, in)
+			}
 			// The pen too (colours are not in a snapshot): the style of
 			// a character written next.
 			seeded := New(cols, rows)
@@ -230,4 +248,24 @@ func TestLinesPenBounded(t *testing.T) {
 		all.WriteString(p)
 	}
 	t.Fatal("a pen never reset grew without bound")
+}
+
+// TestLinesRedrawMidSequence: attached while the program is in the middle
+// of a colour sequence, the redraw begins it, so its rest (the raw bytes
+// after the redraw) ends it instead of being drawn as text.
+func TestLinesRedrawMidSequence(t *testing.T) {
+	l := screen.NewLines(20, 3)
+	if !l.Write([]byte("one\r\ntwo \x1b[3")) {
+		t.Fatal("plain lines refused")
+	}
+	term := New(20, 3)
+	defer term.Close()
+	feed(term, string(l.Redraw()))
+	feed(term, "1mred\r\n")
+	if got := term.Snapshot(0).Lines; got[1] != "two red" {
+		t.Fatalf("after the redraw and the sequence's rest: %q", got)
+	}
+	if p := penOf(term); !strings.Contains(p, "Fg:") || strings.Contains(p, "Fg:<nil>") {
+		t.Fatalf("the sequence's colour was not taken: pen %s", p)
+	}
 }
