@@ -112,6 +112,45 @@ func pipeBytesRoundTrip(t *testing.T, s *server) {
 	}
 }
 
+// A base64 input is read as it arrives, as text is, not among the other
+// fields: one of 3 MiB (4 MiB of base64, past the 2 MiB the other fields
+// may take) goes to the job whole; escapes JSON allows in it (\/) are
+// undone first; null counts as none.
+func TestPipeLargeBase64Input(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	res := runPipe(t, s, "wc -c")
+	big := bytes.Repeat([]byte{0, 0xff, 'a', '\n'}, 3<<20/4)
+	in, err := s.c.InputBytes(ctx(t), res.JobID, big, true, client.WaitRequest{Timeout: f64(30)})
+	if err != nil {
+		t.Fatalf("a 3 MiB base64 input: %v", err)
+	}
+	end := in
+	if !in.Done {
+		end, _ = waitDone(t, s, res.JobID, in.Offset)
+	}
+	raw, err := os.ReadFile(end.OutputPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(raw)) != "3145728" {
+		t.Fatalf("wc -c of a 3 MiB input read %q", raw)
+	}
+
+	cat := runPipe(t, s, "od -An -tx1")
+	st, body, err := s.c.Do(ctx(t), "POST", "/v1/jobs/"+cat.JobID+"/input", []byte(`{"base64":null,"text":"","base64":"AAEC\/w==","eof":true}`))
+	// text "" and base64 both: refused (the later base64 counts, not
+	// the null before it).
+	wantError(t, "text and base64 (null first)", st, body, err, 400, "invalid_request")
+	st, body, err = s.c.Do(ctx(t), "POST", "/v1/jobs/"+cat.JobID+"/input", []byte(`{"base64":"AAEC\/w==","text":null,"eof":true}`))
+	if err != nil || st != 200 {
+		t.Fatalf("base64 with an escaped slash: %d %s %v", st, body, err)
+	}
+	end, out := waitDone(t, s, cat.JobID, 0)
+	if got := strings.Join(strings.Fields(out), " "); got != "00 01 02 ff" || code(end) != 0 {
+		t.Fatalf("od of the input: %q (code %d), want 00 01 02 ff", got, code(end))
+	}
+}
+
 // text is sent as is (no newline added); eof alone closes stdin; then the
 // job is gone and input to it answers as to any ended job.
 func TestPipeTextThenEOFAlone(t *testing.T) {

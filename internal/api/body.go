@@ -79,13 +79,19 @@ type bodySpec struct {
 	limit   int64  // bytes of the whole body
 	bigKey  string // the string field decoded into sink ("" = none)
 	sink    sink
+	big2Key string // a second one, decoded into sink2 ("" = none)
+	sink2   sink
 	spooled bool // the sink writes to disk: the big field is not held
 	restMax int  // bytes of the other fields
 	large   bool // the body may be large: it reserves from the budget
 }
 
-// bigSetter learns what became of the big field.
-type bigSetter interface{ setBig(state int, n int64) }
+// bigSetter learns what became of the big field; big2Setter of the
+// second.
+type (
+	bigSetter  interface{ setBig(state int, n int64) }
+	big2Setter interface{ setBig2(state int, n int64) }
+)
 
 // readSmall reads a JSON object body of at most 64 KiB into v.
 func (s *Server) readSmall(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -177,7 +183,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, spec bodySpec,
 	}
 	br := pool.Get().(*bufio.Reader)
 	br.Reset(http.MaxBytesReader(w, r.Body, spec.limit))
-	d := &decoder{r: br, bigKey: spec.bigKey, sink: spec.sink, restMax: spec.restMax}
+	d := &decoder{r: br, bigKey: spec.bigKey, sink: spec.sink, restMax: spec.restMax, big2Key: spec.big2Key, sink2: spec.sink2}
 	err := d.decode()
 	br.Reset(nil)
 	pool.Put(br)
@@ -200,6 +206,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, spec bodySpec,
 	}
 	if bs, ok := v.(bigSetter); ok {
 		bs.setBig(d.bigState, d.bigLen)
+	}
+	if bs, ok := v.(big2Setter); ok {
+		bs.setBig2(d.big2State, d.big2Len)
 	}
 	return release, true
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -229,6 +230,24 @@ func TestDecodeRestTypeNamesTheField(t *testing.T) {
 		var be *bodyError
 		if !errors.As(err, &be) || be.msg != want {
 			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}
+
+// TestPlain8: plain8 says yes exactly when none of the 8 bytes would stop
+// the scanner's byte-by-byte loop (a quote, a backslash, a control
+// character, a byte of a multi-byte character), wherever it lies.
+func TestPlain8(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for b := 0; b < 256; b++ {
+		for pos := 0; pos < 8; pos++ {
+			for _, fill := range []byte{'a', ' ', 0x7f, '0'} {
+				w := bytes.Repeat([]byte{fill}, 8)
+				w[pos] = byte(b)
+				if got, want := plain8(binary.LittleEndian.Uint64(w)), plain(byte(b)); got != want {
+					t.Fatalf("byte %#x at %d among %q: plain8 %v, want %v", b, pos, fill, got, want)
+				}
+			}
 		}
 	}
 }

@@ -284,13 +284,16 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, id string) {
 
 type inputBody struct {
 	waitFields
-	// pipes.go: the input as base64 instead of text; eof closes a stdin
-	// pipe after it.
-	Base64       *string  `json:"base64"`
+	// pipes.go: eof closes a stdin pipe after the input.
 	EOF          *bool    `json:"eof"`
 	WriteTimeout *float64 `json:"write_timeout"`
 	text         int      // bigAbsent, bigString, bigNull
+	// base64: the input as base64 instead of text (pipes.go), decoded
+	// into its sink as text is (bigAbsent, bigString, bigNull).
+	base64 int
 }
+
+func (b *inputBody) setBig2(state int, _ int64) { b.base64 = state }
 
 func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	key, ok := idempotencyKey(w, r)
@@ -298,12 +301,12 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	var b inputBody
-	text := &memSink{max: int(s.maxRequestBytes())}
-	if r.ContentLength > 0 {
-		text.b = make([]byte, 0, min(r.ContentLength, s.maxRequestBytes()))
-	}
-	// restMax: a base64 input is among the other fields (pipes.go).
-	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "text", sink: text, restMax: maxRest, large: true}, &b)
+	hint := min(r.ContentLength, s.maxRequestBytes())
+	text := &memSink{max: int(s.maxRequestBytes()), hint: hint}
+	// A base64 input is read as text is: as it arrives, into a buffer
+	// of its own (b64), and decoded once whole (pipes.go).
+	b64 := &memSink{max: int(s.maxRequestBytes()), hint: hint}
+	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "text", sink: text, big2Key: "base64", sink2: b64, restMax: maxRest, large: true}, &b)
 	if !ok {
 		return
 	}
@@ -311,7 +314,7 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	if !b.checkOffset(w) {
 		return
 	}
-	data, ok := inputBytes(w, &b, text.b)
+	data, ok := inputBytes(w, &b, text.b, b64.b)
 	if !ok {
 		return
 	}

@@ -35,19 +35,20 @@ func runStdin(w http.ResponseWriter, stdin *string, mode string) (string, bool) 
 // inputBytes is the input of an /input body: text (UTF-8, sent as is) or
 // base64 (any bytes), not both; none at all only with eof. false when it
 // answered the error.
-func inputBytes(w http.ResponseWriter, b *inputBody, text []byte) ([]byte, bool) {
+func inputBytes(w http.ResponseWriter, b *inputBody, text, b64 []byte) ([]byte, bool) {
 	eof := b.EOF != nil && *b.EOF
-	if b.Base64 != nil {
+	if b.base64 == bigString {
 		if b.text == bigString {
 			httperr.Write(w, http.StatusBadRequest, "invalid_request", "give text or base64, not both")
 			return nil, false
 		}
-		d, err := base64.StdEncoding.DecodeString(*b.Base64)
+		d := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		n, err := base64.StdEncoding.Decode(d, b64)
 		if err != nil {
 			validation(w, "base64: %v: give the bytes in standard base64 (RFC 4648, with padding)", err)
 			return nil, false
 		}
-		return d, true
+		return d[:n], true
 	}
 	if b.text != bigString {
 		if eof {

@@ -13,12 +13,13 @@ import (
 	"github.com/coder/websocket"
 )
 
-// wsEchoCeiling is what a WebSocket alone carries on this machine: n bytes
-// sent in 64 KiB binary messages to a bare echo server on loopback (the
-// same library as the attach route, in this process, no job, no runner)
-// and read back, at most attachWindow in flight, as the attach rows send
-// them. It bounds what any route over a WebSocket can carry here; the
-// attach rows' floor is bare pipes.
+// wsEchoCeiling is what the WebSocket library alone carries on this
+// machine: n bytes sent in 64 KiB binary messages to a bare echo server on
+// loopback (the library of the attach route and of internal/client, in
+// this process, no job, no runner) and read back, at most attachWindow in
+// flight, as the attach rows send them. It is the library's, not the
+// protocol's: its client masks what it sends into a 4 KiB buffer, one
+// write to the socket each (docs/performance.md, attach).
 func wsEchoCeiling(ctx context.Context, n int64) (float64, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,7 +81,8 @@ func wsEchoCeiling(ctx context.Context, n int64) (float64, error) {
 	return mbps(n, time.Since(start)), nil
 }
 
-// wsEchoNote is the stdio pipe row's note of the WebSocket's own ceiling.
+// wsEchoNote is the stdio pipe row's note of the WebSocket library's own
+// ceiling.
 func wsEchoNote(ctx context.Context, n int64, floor *Stats) string {
 	var got []float64
 	for i := 0; i < 2; i++ {
@@ -91,7 +93,7 @@ func wsEchoNote(ctx context.Context, n int64, floor *Stats) string {
 		got = append(got, v)
 	}
 	s := Summarize(got)
-	note := fmt.Sprintf("the WebSocket's own ceiling: %d MiB echoed by a bare WebSocket server on loopback (no job, no runner; the same library and window) carries %.0f MB/s", n>>20, s.P50)
+	note := fmt.Sprintf("the WebSocket library's own ceiling: %d MiB echoed by a bare WebSocket server on loopback (no job, no runner; the same library, client and server, and window) carries %.0f MB/s", n>>20, s.P50)
 	if floor != nil && floor.P50 > 0 {
 		note += fmt.Sprintf(", %.2f× the bare pipes", s.P50/floor.P50)
 	}
