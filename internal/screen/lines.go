@@ -34,6 +34,11 @@ import (
 // more and the owner makes the emulator, which applies a pen as it comes.
 const linesPenMax = 4 << 10
 
+// linesLineMax bounds one line kept: a longer one (a minified file, a
+// megabyte of base64 on one line) goes to the emulator, whose memory is
+// bounded by its screen's rows, not by the longest line.
+const linesLineMax = 64 << 10
+
 // Lines is the screen of plain lines. Not safe for concurrent use.
 type Lines struct {
 	cols, rows int
@@ -70,8 +75,8 @@ func NewLines(cols, rows int) *Lines {
 func (l *Lines) keepRows() int { return ScrollbackLines + 2*l.rows }
 
 // Write follows p on the screen: false when p would take it beyond plain
-// lines (a byte outside them, a line's start longer than MaxFrag, or a
-// pen past its bound). Then nothing of p is taken and the screen is as it
+// lines (a byte outside them, a line longer than linesLineMax or a line's
+// start longer than MaxFrag, or a pen past its bound). Then nothing of p is taken and the screen is as it
 // was: its owner makes the emulator, feeds it Seed, then p.
 func (l *Lines) Write(p []byte) bool {
 	if len(l.pen) > linesPenMax {
@@ -91,7 +96,7 @@ func (l *Lines) Write(p []byte) bool {
 		}
 		joined = append(append(l.join[:0], l.frag...), q[:i+1]...)
 		l.join = joined
-		if e := PlainLines(joined, l.cols, l.ends); len(e) != 1 || e[0] != len(joined) {
+		if e := PlainLines(joined, l.cols, l.ends); len(e) != 1 || e[0] != len(joined) || len(joined) > linesLineMax {
 			l.ends = e
 			return false
 		}
@@ -105,6 +110,12 @@ func (l *Lines) Write(p []byte) bool {
 	rest := q[last:]
 	if len(rest) > MaxFrag || !PlainPrefix(rest) {
 		return false
+	}
+	for i, prev := 0, 0; i < len(l.ends); i++ {
+		if l.ends[i]-prev > linesLineMax {
+			return false
+		}
+		prev = l.ends[i]
 	}
 	if joined != nil {
 		l.add(joined, []int{len(joined)})

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -220,6 +221,15 @@ func TestLinesKeepBounded(t *testing.T) {
 	}
 	if got, want := strings.Count(string(l.Seed()), "\r\n"), screen.ScrollbackLines+2*24; got < want || got > want+1 {
 		t.Fatalf("the seed holds %d lines, want %d", got, want)
+	}
+	// One line longer than the lines keep goes to the emulator, whole or
+	// cut across writes.
+	long := append(bytes.Repeat([]byte("x"), 100<<10), "\r\n"...)
+	if l.Write(long) {
+		t.Fatal("a 100 KiB line taken")
+	}
+	if !l.Write(long[:10<<10]) || l.Write(long[10<<10:]) {
+		t.Fatal("a 100 KiB line cut in two: its start not held, or its rest taken")
 	}
 }
 
