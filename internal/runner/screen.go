@@ -6,11 +6,12 @@ package runner
 // (screenproc.go).
 //
 // The pump that writes output.log copies each read into a bounded queue
-// and goes on (plain lines the runner follows itself, screen.Lines, it
-// gives the screen at once when nothing is queued); the emulator's own goroutine takes everything queued at
-// once and feeds it, woken when screenBatch is queued, when the screen is
-// asked for, and when the output is drained. The pump never waits on the emulator while it is less
-// than screenQueue bytes behind; past that the pump waits for it (bytes are
+// and goes on (plain lines that the runner follows itself, screen.Lines,
+// go to the screen at once when nothing is queued); the emulator's own
+// goroutine takes everything queued at once and feeds it, woken when
+// screenBatch is queued, when the screen is asked for, and when the
+// output is drained. The pump never waits on the emulator while it is
+// less than screenQueue bytes behind; past that the pump waits for it (bytes are
 // never dropped: a screen fed with a gap would be wrong until the program
 // redraws all of it). The emulator fast-forwards through floods of plain
 // lines (internal/screen), so a flood of output never gets that far behind;
