@@ -61,6 +61,21 @@ func waitFor(t *testing.T, s *server, id string, offset int64, want string) (str
 	return out.String(), offset
 }
 
+// inputToEnd sends data to job id's stdin pipe as base64 with eof, and
+// follows the job to its end.
+func inputToEnd(t *testing.T, s *server, id string, data []byte, what string) *client.JobResult {
+	t.Helper()
+	in, err := s.c.InputBytes(ctx(t), id, data, true, client.WaitRequest{Timeout: f64(30)})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if in.Done {
+		return in
+	}
+	end, _ := waitDone(t, s, id, in.Offset)
+	return end
+}
+
 func stdinOf(t *testing.T, s *server, id string) string {
 	t.Helper()
 	rec, err := s.c.Record(ctx(t), id)
@@ -89,14 +104,7 @@ func pipeBytesRoundTrip(t *testing.T, s *server) {
 	for i := range all {
 		all[i] = byte(i)
 	}
-	in, err := s.c.InputBytes(ctx(t), res.JobID, all, true, client.WaitRequest{Timeout: f64(30)})
-	if err != nil {
-		t.Fatalf("input 0..255 with eof: %v", err)
-	}
-	end := in
-	if !in.Done {
-		end, _ = waitDone(t, s, res.JobID, in.Offset)
-	}
+	end := inputToEnd(t, s, res.JobID, all, "input 0..255 with eof")
 	if end.Status != "exited" || code(end) != 0 {
 		t.Fatalf("cat after eof: %s code %d, want exited 0", end.Status, code(end))
 	}
@@ -120,14 +128,7 @@ func TestPipeLargeBase64Input(t *testing.T) {
 	s := startServer(t, serverOpts{})
 	res := runPipe(t, s, "wc -c")
 	big := bytes.Repeat([]byte{0, 0xff, 'a', '\n'}, 3<<20/4)
-	in, err := s.c.InputBytes(ctx(t), res.JobID, big, true, client.WaitRequest{Timeout: f64(30)})
-	if err != nil {
-		t.Fatalf("a 3 MiB base64 input: %v", err)
-	}
-	end := in
-	if !in.Done {
-		end, _ = waitDone(t, s, res.JobID, in.Offset)
-	}
+	end := inputToEnd(t, s, res.JobID, big, "a 3 MiB base64 input")
 	raw, err := os.ReadFile(end.OutputPath)
 	if err != nil {
 		t.Fatal(err)
