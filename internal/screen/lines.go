@@ -75,9 +75,10 @@ func NewLines(cols, rows int) *Lines {
 func (l *Lines) keepRows() int { return ScrollbackLines + 2*l.rows }
 
 // Write follows p on the screen: false when p would take it beyond plain
-// lines (a byte outside them, a line longer than linesLineMax or a line's
-// start longer than MaxFrag, or a pen past its bound). Then nothing of p is taken and the screen is as it
-// was: its owner makes the emulator, feeds it Seed, then p.
+// lines (a byte outside them, a line longer than linesLineMax, a line's
+// start longer than MaxFrag, or a pen past its bound). Then nothing of p
+// is taken and the screen is as it was: its owner makes the emulator,
+// feeds it Seed, then p.
 func (l *Lines) Write(p []byte) bool {
 	if len(l.pen) > linesPenMax {
 		return false
