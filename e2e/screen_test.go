@@ -276,6 +276,17 @@ func TestScreenMatchesTmux(t *testing.T) {
 	if err := os.WriteFile(longSh, []byte("cat "+long+"; printf END; exec sleep 600\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Plain lines, followed by the runner itself (screen.Lines); then the
+	// same lines and a full-screen program, which the screen process takes
+	// over from the lines' seed.
+	linesSh := filepath.Join(s.Home, "lines.sh")
+	if err := os.WriteFile(linesSh, []byte("seq -f 'row %g of the log' 3000; printf '\\033[32mgreen\\033[m done\\n'; exec sleep 600\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	linesLess := filepath.Join(s.Home, "lines-less.sh")
+	if err := os.WriteFile(linesLess, []byte("seq 1 2000; exec less "+file+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"TERM=xterm-256color", "LANG=C.UTF-8", "HOME=" + s.Home, "PATH=/usr/bin:/bin"}
 	for _, c := range []struct {
 		name       string
@@ -288,6 +299,8 @@ func TestScreenMatchesTmux(t *testing.T) {
 		{"curses menu", []string{"/usr/bin/python3", menu}, 50, 9, "> apple"},
 		{"vim", []string{"vim", "-u", "NONE", "-N", "-n", file}, 70, 15, "line 0014"},
 		{"long line", []string{"/bin/sh", longSh}, 80, 24, "END"},
+		{"lines", []string{"/bin/sh", linesSh}, 80, 24, "done"},
+		{"lines then less", []string{"/bin/sh", linesLess}, 80, 24, "line 0023"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := tmuxScreen(t, c.cols, c.rows, c.want, env, c.argv...)
