@@ -76,22 +76,17 @@ func (s *Server) budget() *semaphore.Weighted {
 }
 
 type bodySpec struct {
-	limit   int64  // bytes of the whole body
-	bigKey  string // the string field decoded into sink ("" = none)
-	sink    sink
-	big2Key string // a second one, decoded into sink2 ("" = none)
-	sink2   sink
-	spooled bool // the sink writes to disk: the big field is not held
-	restMax int  // bytes of the other fields
-	large   bool // the body may be large: it reserves from the budget
+	limit   int64      // bytes of the whole body
+	bigs    []bigField // the string fields decoded into their sinks (key and sink)
+	spooled bool       // the sink writes to disk: the big field is not held
+	restMax int        // bytes of the other fields
+	large   bool       // the body may be large: it reserves from the budget
 }
 
-// bigSetter learns what became of the big field; big2Setter of the
-// second.
-type (
-	bigSetter  interface{ setBig(state int, n int64) }
-	big2Setter interface{ setBig2(state int, n int64) }
-)
+// bigSetter learns what became of each big field.
+type bigSetter interface {
+	setBig(key string, state int, n int64)
+}
 
 // readSmall reads a JSON object body of at most 64 KiB into v.
 func (s *Server) readSmall(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -183,7 +178,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, spec bodySpec,
 	}
 	br := pool.Get().(*bufio.Reader)
 	br.Reset(http.MaxBytesReader(w, r.Body, spec.limit))
-	d := &decoder{r: br, bigKey: spec.bigKey, sink: spec.sink, restMax: spec.restMax, big2Key: spec.big2Key, sink2: spec.sink2}
+	d := &decoder{r: br, bigs: append([]bigField(nil), spec.bigs...), restMax: spec.restMax}
 	err := d.decode()
 	br.Reset(nil)
 	pool.Put(br)
@@ -205,10 +200,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, spec bodySpec,
 		return func() {}, false
 	}
 	if bs, ok := v.(bigSetter); ok {
-		bs.setBig(d.bigState, d.bigLen)
-	}
-	if bs, ok := v.(big2Setter); ok {
-		bs.setBig2(d.big2State, d.big2Len)
+		for _, b := range d.bigs {
+			bs.setBig(b.key, b.state, b.n)
+		}
 	}
 	return release, true
 }

@@ -64,22 +64,22 @@ func (e *readErr) Unwrap() error { return e.err }
 // maxDepth bounds nesting inside the fields that are copied.
 const maxDepth = 64
 
+// bigField is a string field decoded into its sink as it arrives, and
+// what became of it.
+type bigField struct {
+	key   string
+	sink  sink
+	state int   // bigAbsent, bigString, bigNull
+	n     int64 // decoded bytes of the string
+}
+
 type decoder struct {
 	r       *bufio.Reader
-	bigKey  string // "" = no big field
-	sink    sink
-	restMax int // bytes the copied fields may take
-	// A second big field (input's base64), unescaped into sink2 the same
-	// way ("" = none).
-	big2Key   string
-	sink2     sink
-	big2State int
-	big2Len   int64
+	bigs    []bigField // the big fields (none: every field is copied)
+	restMax int        // bytes the copied fields may take
 
 	rest      []byte // the other fields, as a JSON object
 	restN     int    // fields copied
-	bigState  int    // bigAbsent, bigString, bigNull
-	bigLen    int64  // decoded bytes of the big string
 	nonFinite string // path of the first NaN/Infinity, "" if none
 	nonTok    string // how it was spelled
 }
@@ -127,12 +127,8 @@ func (d *decoder) decode() error {
 		if c != ':' {
 			return syntaxErr("expected ':' after field name %q, found %q", key, c)
 		}
-		if d.bigKey != "" && strings.EqualFold(key, d.bigKey) {
-			if err := d.big(key, d.sink, &d.bigState, &d.bigLen); err != nil {
-				return err
-			}
-		} else if d.big2Key != "" && strings.EqualFold(key, d.big2Key) {
-			if err := d.big(key, d.sink2, &d.big2State, &d.big2Len); err != nil {
+		if b := d.bigOf(key); b != nil {
+			if err := d.big(key, b); err != nil {
 				return err
 			}
 		} else {
@@ -203,10 +199,11 @@ func (d *decoder) eof(err error) error {
 func (d *decoder) grow() error {
 	if len(d.rest) > d.restMax {
 		what := "the request body"
-		if d.bigKey != "" {
-			what = "the fields other than " + strconv.Quote(d.bigKey)
-			if d.big2Key != "" {
-				what += " and " + strconv.Quote(d.big2Key)
+		for i, b := range d.bigs {
+			if i == 0 {
+				what = "the fields other than " + strconv.Quote(b.key)
+			} else {
+				what += " and " + strconv.Quote(b.key)
 			}
 		}
 		return &bodyError{status: 413, code: "request_too_large", msg: fmt.Sprintf("%s take more than %d bytes", what, d.restMax)}
@@ -214,23 +211,34 @@ func (d *decoder) grow() error {
 	return nil
 }
 
-// big reads the value of a big field into its sink, and notes what it
-// was (state) and how many bytes it gave (n).
-func (d *decoder) big(key string, sink sink, state *int, n *int64) error {
+// bigOf is the big field named key (as encoding/json matches names:
+// in any case), or nil.
+func (d *decoder) bigOf(key string) *bigField {
+	for i := range d.bigs {
+		if strings.EqualFold(key, d.bigs[i].key) {
+			return &d.bigs[i]
+		}
+	}
+	return nil
+}
+
+// big reads the value of big field b into its sink, and notes what it
+// was and how many bytes it gave.
+func (d *decoder) big(key string, b *bigField) error {
 	c, err := d.next()
 	if err != nil {
 		return d.eof(err)
 	}
 	switch c {
 	case '"':
-		if err := sink.Reset(); err != nil {
+		if err := b.sink.Reset(); err != nil {
 			return err
 		}
-		got, err := d.str(sink)
+		got, err := d.str(b.sink)
 		if err != nil {
 			return err
 		}
-		*state, *n = bigString, got
+		b.state, b.n = bigString, got
 		return nil
 	case 'n':
 		for _, want := range []byte("ull") {
@@ -238,10 +246,10 @@ func (d *decoder) big(key string, sink sink, state *int, n *int64) error {
 				return syntaxErr("invalid value of field %q", key)
 			}
 		}
-		if err := sink.Reset(); err != nil {
+		if err := b.sink.Reset(); err != nil {
 			return err
 		}
-		*state, *n = bigNull, 0
+		b.state, b.n = bigNull, 0
 		return nil
 	}
 	d.r.UnreadByte()

@@ -22,7 +22,7 @@ func decodeAll(body []byte, slow bool) (*decoder, *memSink, error) {
 		r = iotest.OneByteReader(r)
 	}
 	sk := &memSink{}
-	d := &decoder{r: bufio.NewReaderSize(r, 16), bigKey: "script", sink: sk, restMax: 1 << 20}
+	d := &decoder{r: bufio.NewReaderSize(r, 16), bigs: []bigField{{key: "script", sink: sk}}, restMax: 1 << 20}
 	return d, sk, d.decode()
 }
 
@@ -45,7 +45,7 @@ func TestDecoderUnescapesLikeEncodingJSON(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%q (slow %v): %v", s, slow, err)
 			}
-			if string(sk.b) != *want.Script || d.bigState != bigString || d.bigLen != int64(len(sk.b)) {
+			if string(sk.b) != *want.Script || d.bigs[0].state != bigString || d.bigs[0].n != int64(len(sk.b)) {
 				t.Errorf("%q (slow %v): script %q, want %q", s, slow, sk.b, *want.Script)
 			}
 			if string(d.rest) != `{"mode":"stdio","timeout":1.5}` {
@@ -105,15 +105,15 @@ func TestDecoderFindsNonFiniteNumbers(t *testing.T) {
 
 func TestDecoderLastDuplicateWinsAndNullClears(t *testing.T) {
 	d, sk, err := decodeAll([]byte(`{"script":"first","Script":"second"}`), false)
-	if err != nil || string(sk.b) != "second" || d.bigState != bigString {
+	if err != nil || string(sk.b) != "second" || d.bigs[0].state != bigString {
 		t.Fatalf("duplicate: %q %v", sk.b, err)
 	}
 	d, sk, err = decodeAll([]byte(`{"script":"first","script":null}`), false)
-	if err != nil || len(sk.b) != 0 || d.bigState != bigNull {
-		t.Fatalf("null after a value: %q state %d %v", sk.b, d.bigState, err)
+	if err != nil || len(sk.b) != 0 || d.bigs[0].state != bigNull {
+		t.Fatalf("null after a value: %q state %d %v", sk.b, d.bigs[0].state, err)
 	}
 	d, _, err = decodeAll([]byte("  \n"), false)
-	if err != nil || string(d.rest) != "{}" || d.bigState != bigAbsent {
+	if err != nil || string(d.rest) != "{}" || d.bigs[0].state != bigAbsent {
 		t.Fatalf("empty body: %s %v", d.rest, err)
 	}
 }
@@ -190,10 +190,10 @@ func FuzzDecoder(f *testing.F) {
 				t.Fatalf("%q: encoding/json accepts it, the scanner says %v", body, err)
 			}
 			switch {
-			case wantScript.Script == nil && d.bigState == bigString:
+			case wantScript.Script == nil && d.bigs[0].state == bigString:
 				t.Fatalf("%q: scanner found a script %q, encoding/json none", body, sk.b)
-			case wantScript.Script != nil && (d.bigState != bigString || string(sk.b) != *wantScript.Script):
-				t.Fatalf("%q: script %q (state %d), want %q", body, sk.b, d.bigState, *wantScript.Script)
+			case wantScript.Script != nil && (d.bigs[0].state != bigString || string(sk.b) != *wantScript.Script):
+				t.Fatalf("%q: script %q (state %d), want %q", body, sk.b, d.bigs[0].state, *wantScript.Script)
 			}
 			var gotRest map[string]any
 			if err := json.Unmarshal(d.rest, &gotRest); err != nil {

@@ -127,8 +127,15 @@ type runBody struct {
 	scriptLen int64
 }
 
-func (b *runBody) setBig(state int, n int64)   { b.script, b.scriptLen = state, n }
-func (b *inputBody) setBig(state int, _ int64) { b.text = state }
+func (b *runBody) setBig(_ string, state int, n int64) { b.script, b.scriptLen = state, n }
+
+func (b *inputBody) setBig(key string, state int, _ int64) {
+	if key == "base64" {
+		b.base64 = state
+	} else {
+		b.text = state
+	}
+}
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	key, ok := idempotencyKey(w, r)
@@ -153,7 +160,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		hashed = newHashSink(script)
 		script = hashed
 	}
-	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "script", sink: script, spooled: spool != nil, restMax: maxRest, large: true}, &b)
+	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigs: []bigField{{key: "script", sink: script}}, spooled: spool != nil, restMax: maxRest, large: true}, &b)
 	if !ok {
 		return
 	}
@@ -293,8 +300,6 @@ type inputBody struct {
 	base64 int
 }
 
-func (b *inputBody) setBig2(state int, _ int64) { b.base64 = state }
-
 func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	key, ok := idempotencyKey(w, r)
 	if !ok {
@@ -306,7 +311,7 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	// A base64 input is read as text is: as it arrives, into a buffer
 	// of its own (b64), and decoded once whole (pipes.go).
 	b64 := &memSink{max: int(s.maxRequestBytes()), hint: hint}
-	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigKey: "text", sink: text, big2Key: "base64", sink2: b64, restMax: maxRest, large: true}, &b)
+	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigs: []bigField{{key: "text", sink: text}, {key: "base64", sink: b64}}, restMax: maxRest, large: true}, &b)
 	if !ok {
 		return
 	}
