@@ -320,6 +320,9 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	data, ok := inputBytes(w, &b, text.b, b64.b)
+	// The base64 text is decoded by now: only its bytes are held from
+	// here (the body's reservation covers them), not both.
+	b64.b = nil
 	if !ok {
 		return
 	}
