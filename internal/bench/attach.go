@@ -86,6 +86,9 @@ func benchAttach(ctx context.Context, e *Env, s Sizes) []*Row {
 	}
 	tp.Runtime, tp.Floor = Summarize(tps), Summarize(tfl)
 	tp.Notes = append(tp.Notes, fmt.Sprintf("%d × %d MiB of text sent in 64 KiB binary messages to the same job while read back from its raw terminal, vs the same through a bare raw pty (`stty raw -echo; exec cat`)", len(tps), s.PTYMiB))
+	if tp.Err == "" {
+		tp.Notes = append(tp.Notes, wsPumpNote(ctx, "pty", n, tp.Floor))
+	}
 	return rows
 }
 
@@ -123,7 +126,7 @@ func benchAttachPipe(ctx context.Context, e *Env, s Sizes, row *Row) {
 	}
 	row.Runtime, row.Floor = Summarize(rt), Summarize(fl)
 	row.Notes = append(row.Notes, fmt.Sprintf("%d × %d MiB of text sent in 64 KiB binary messages to a stdio job `exec cat` run with \"stdin\":\"pipe\", read back over the same WebSocket (its stdout, output.log), vs the same through bare pipes to a local `cat`", len(rt), s.StdioMiB),
-		wsEchoNote(ctx, n, row.Floor))
+		wsEchoNote(ctx, n, row.Floor), wsPumpNote(ctx, "stdio", n, row.Floor))
 }
 
 // attachedCat is one attach to a raw-terminal cat job.
