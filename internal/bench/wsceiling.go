@@ -15,28 +15,43 @@ import (
 	"github.com/coder/websocket"
 )
 
-// wsPumpCeiling measures the least work any attach design does, on this
-// machine: a WebSocket server in this process pumps each connection's
-// binary messages straight into a local `cat` (its stdin pipe, or a raw
-// pty: mode "stdio" or "pty", as the floors run it), writes what cat
-// prints to a log file, as a job's output is kept, and sends it back to
-// the client from that file as binary messages. No server process, no
-// runner, no control channel: one process between the socket and cat.
-// The client is the attach rows' (the same library, 64 KiB messages, the
-// same window). What an attach route carries cannot be more than this.
-func wsPumpCeiling(ctx context.Context, mode string, n int64) (float64, error) {
+// The attach throughput rows' ceilings: what a WebSocket carries on this
+// machine with less and less between the socket and the bytes' way back,
+// each measured as the rows measure attach (the same library and client,
+// n bytes in 64 KiB binary messages, at most attachWindow in flight, read
+// back on the same socket), with a server in this process: no server
+// process, no job, no runner (docs/performance.md, attach).
+//
+//   - echo (wsEcho): the library alone. It is the library's, not the
+//     protocol's: its client masks what it sends into a 4 KiB buffer, one
+//     write to the socket each.
+//   - pump (pumpToCat): the least work any attach design does: each
+//     message straight into a local cat (its stdin pipe, or a raw pty, as
+//     the floors run it), what cat prints written to a log file as a
+//     job's output is kept, and sent back from that file. What an attach
+//     route carries cannot be more than this.
+
+// wsCeiling serves each connection with serve (its error, if any, is
+// reported with the client's) and measures n bytes through it.
+func wsCeiling(ctx context.Context, n int64, serve func(context.Context, *websocket.Conn) error) (float64, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
-	pumpErr := make(chan error, 1)
+	served := make(chan error, 1)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 		if err != nil {
 			return
 		}
 		defer c.CloseNow()
-		pumpErr <- pumpToCat(r.Context(), c, mode)
+		c.SetReadLimit(1 << 20)
+		if err := serve(r.Context(), c); err != nil {
+			select {
+			case served <- err:
+			default:
+			}
+		}
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -58,8 +73,8 @@ func wsPumpCeiling(ctx context.Context, mode string, n int64) (float64, error) {
 		_, rd, err := c.Reader(ctx)
 		if err != nil {
 			select {
-			case perr := <-pumpErr:
-				return 0, fmt.Errorf("the pump: %v (the client: %w)", perr, err)
+			case serr := <-served:
+				return 0, fmt.Errorf("the server: %v (the client: %w)", serr, err)
 			default:
 			}
 			return 0, err
@@ -80,10 +95,27 @@ func wsPumpCeiling(ctx context.Context, mode string, n int64) (float64, error) {
 	return mbps(n, time.Since(start)), nil
 }
 
-// pumpToCat is wsPumpCeiling's server side for one connection: it runs
-// until the client goes.
+// wsEcho sends each message back as it came.
+func wsEcho(ctx context.Context, c *websocket.Conn) error {
+	buf := make([]byte, 64<<10)
+	for {
+		_, rd, err := c.Reader(ctx)
+		if err != nil {
+			return nil // the client went
+		}
+		k, err := io.ReadFull(rd, buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if c.Write(ctx, websocket.MessageBinary, buf[:k]) != nil {
+			return nil
+		}
+	}
+}
+
+// pumpToCat is the pump's server side for one connection (mode "stdio"
+// or "pty": the cat it pumps to): it runs until the client goes.
 func pumpToCat(ctx context.Context, c *websocket.Conn, mode string) error {
-	c.SetReadLimit(1 << 20)
 	var p *pipeCat
 	var err error
 	if mode == "pty" {
@@ -175,22 +207,35 @@ func pumpToCat(ctx context.Context, c *websocket.Conn, mode string) error {
 	}
 }
 
-// wsPumpNote is an attach throughput row's note of wsPumpCeiling.
+// wsEchoNote is the stdio pipe row's note of the echo.
+func wsEchoNote(ctx context.Context, n int64, floor *Stats) string {
+	return ceilingNote(ctx, n, floor, wsEcho, "the WebSocket library's own ceiling: %d MiB echoed by a bare WebSocket server on loopback (no job, no runner; the same library, client and server, and window) carries %.0f MB/s", "a bare WebSocket echo on loopback failed: ")
+}
+
+// wsPumpNote is an attach throughput row's note of the pump to cat (mode
+// "stdio" or "pty").
 func wsPumpNote(ctx context.Context, mode string, n int64, floor *Stats) string {
-	var got []float64
-	for i := 0; i < 2; i++ {
-		v, err := wsPumpCeiling(ctx, mode, n)
-		if err != nil {
-			return "a WebSocket pumped straight to a local cat failed: " + err.Error()
-		}
-		got = append(got, v)
-	}
-	s := Summarize(got)
 	what := "stdin and stdout pipes"
 	if mode == "pty" {
 		what = "raw pty"
 	}
-	note := fmt.Sprintf("the least any attach design does, measured: %d MiB sent over a WebSocket to a server in the bench's process that pumps it straight into a local cat's %s, logs what cat prints to a file and sends it back from there (no server process, no runner; the same library, client and window) carries %.0f MB/s", n>>20, what, s.P50)
+	pump := func(ctx context.Context, c *websocket.Conn) error { return pumpToCat(ctx, c, mode) }
+	return ceilingNote(ctx, n, floor, pump, "the least any attach design does, measured: %d MiB sent over a WebSocket to a server in the bench's process that pumps it straight into a local cat's "+what+", logs what cat prints to a file and sends it back from there (no server process, no runner; the same library, client and window) carries %.0f MB/s", "a WebSocket pumped straight to a local cat failed: ")
+}
+
+// ceilingNote measures a ceiling twice and says its median (format: the
+// MiB, then the MB/s), and its ratio to floor.
+func ceilingNote(ctx context.Context, n int64, floor *Stats, serve func(context.Context, *websocket.Conn) error, format, failed string) string {
+	var got []float64
+	for i := 0; i < 2; i++ {
+		v, err := wsCeiling(ctx, n, serve)
+		if err != nil {
+			return failed + err.Error()
+		}
+		got = append(got, v)
+	}
+	s := Summarize(got)
+	note := fmt.Sprintf(format, n>>20, s.P50)
 	if floor != nil && floor.P50 > 0 {
 		note += fmt.Sprintf(", %.2f× the floor", s.P50/floor.P50)
 	}
