@@ -28,8 +28,9 @@ import (
 //   - pump (pumpToCat): the least work any attach design does: each
 //     message straight into a local cat (its stdin pipe, or a raw pty, as
 //     the floors run it), what cat prints written to a log file as a
-//     job's output is kept, and sent back from that file. What an attach
-//     route carries cannot be more than this.
+//     job's output is kept, and sent back from that file. An attach
+//     route does all of this and more (a job, a runner, the server's own
+//     process), so this is the most to expect of one with this client.
 
 // wsCeiling serves each connection with serve (its error, if any, is
 // reported with the client's) and measures n bytes through it.
