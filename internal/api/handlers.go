@@ -308,9 +308,9 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	var b inputBody
 	hint := min(r.ContentLength, s.maxRequestBytes())
 	text := &memSink{max: int(s.maxRequestBytes()), hint: hint}
-	// A base64 input is read as text is: as it arrives, into a buffer
-	// of its own (b64), and decoded once whole (pipes.go).
-	b64 := &memSink{max: int(s.maxRequestBytes()), hint: hint}
+	// A base64 input is read as text is, as it arrives, and decoded as
+	// it is read (b64sink.go): only its bytes are held.
+	b64 := &b64Sink{hint: hint}
 	release, ok := s.readBody(w, r, bodySpec{limit: s.maxRequestBytes(), bigs: []bigField{{key: "text", sink: text}, {key: "base64", sink: b64}}, restMax: maxRest, large: true}, &b)
 	if !ok {
 		return
@@ -319,10 +319,7 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, id string) {
 	if !b.checkOffset(w) {
 		return
 	}
-	data, ok := inputBytes(w, &b, text.b, b64.b)
-	// The base64 text is decoded by now: only its bytes are held from
-	// here (the body's reservation covers them), not both.
-	b64.b = nil
+	data, ok := inputBytes(w, &b, text.b, b64)
 	if !ok {
 		return
 	}

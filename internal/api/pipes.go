@@ -4,7 +4,6 @@ package api
 // input body's base64 and eof, and the answer of a job that does not read.
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/http"
 
@@ -35,20 +34,19 @@ func runStdin(w http.ResponseWriter, stdin *string, mode string) (string, bool) 
 // inputBytes is the input of an /input body: text (UTF-8, sent as is) or
 // base64 (any bytes), not both; none at all only with eof. false when it
 // answered the error.
-func inputBytes(w http.ResponseWriter, b *inputBody, text, b64 []byte) ([]byte, bool) {
+func inputBytes(w http.ResponseWriter, b *inputBody, text []byte, b64 *b64Sink) ([]byte, bool) {
 	eof := b.EOF != nil && *b.EOF
 	if b.base64 == bigString {
 		if b.text == bigString {
 			httperr.Write(w, http.StatusBadRequest, "invalid_request", "give text or base64, not both")
 			return nil, false
 		}
-		d := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-		n, err := base64.StdEncoding.Decode(d, b64)
+		d, err := b64.Bytes()
 		if err != nil {
 			validation(w, "base64: %v: give the bytes in standard base64 (RFC 4648, with padding)", err)
 			return nil, false
 		}
-		return d[:n], true
+		return d, true
 	}
 	if b.text != bigString {
 		if eof {
