@@ -78,7 +78,7 @@ func (s *Server) budget() *semaphore.Weighted {
 type bodySpec struct {
 	limit   int64      // bytes of the whole body
 	bigs    []bigField // the string fields decoded into their sinks (key and sink)
-	spooled bool       // the sink writes to disk: the big field is not held
+	spooled bool       // the big fields' sinks write to disk: they are not held
 	restMax int        // bytes of the other fields
 	large   bool       // the body may be large: it reserves from the budget
 }

@@ -16,14 +16,15 @@ import (
 )
 
 // Request bodies are read in one pass by a small JSON scanner instead of
-// io.ReadAll + json.Unmarshal. One string field of the object, the "big"
-// one (run's script, input's text; input's base64 is a second), is
-// unescaped straight from the read buffer into a sink as its bytes arrive: a 40 MB script goes to its file
-// without ever being whole in memory (io.ReadAll + Unmarshal + []byte held
-// three copies). Every other field is copied, bounded, into a small object
-// that encoding/json decodes as before, so their rules are unchanged.
+// io.ReadAll + json.Unmarshal. The "big" string fields of the object
+// (run's script; input's text and base64) are unescaped straight from the
+// read buffer into their sinks as their bytes arrive: a 40 MB script goes
+// to its file without ever being whole in memory (io.ReadAll + Unmarshal
+// + []byte held three copies). Every other field is copied, bounded, into
+// a small object that encoding/json decodes as before, so their rules are
+// unchanged.
 //
-// The big string is unescaped exactly as encoding/json does it (invalid
+// A big string is unescaped exactly as encoding/json does it (invalid
 // UTF-8 and lone surrogates become U+FFFD, a fuzz test compares the two).
 // Where encoding/json would give up with a syntax error, so does the
 // scanner. The scanner also spots the bare words NaN and Infinity (which
@@ -420,8 +421,6 @@ func wrapRead(err error) error {
 	return &readErr{err}
 }
 
-// str unescapes a string (the opening quote is consumed) into w, from
-// the read buffer: runs of plain bytes are written as they lie there.
 // plain8 reports whether the 8 bytes of w are all ASCII a JSON string
 // holds as they are: none has its high bit, none is a control character
 // (below 0x20), a quote or a backslash. (A borrow that flags a byte above
@@ -438,6 +437,8 @@ func plain8(w uint64) bool {
 	return ((w-0x20*lo)|(q-lo)|(b-lo))&hi == 0
 }
 
+// str unescapes a string (the opening quote is consumed) into w, from
+// the read buffer: runs of plain bytes are written as they lie there.
 func (d *decoder) str(w io.Writer) (int64, error) {
 	var n int64
 	var esc [utf8.UTFMax]byte
