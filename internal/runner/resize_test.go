@@ -31,7 +31,7 @@ func screenSize(t *testing.T, r *Runner) (cols, rows int) {
 func TestResizeRefusedPutsTheScreenBack(t *testing.T) {
 	master, slave, err := pty.Open()
 	if err != nil {
-		t.Skipf("no terminal to resize: %v", err)
+		t.Fatalf("open a terminal (a runner cannot run pty jobs without one): %v", err)
 	}
 	defer slave.Close()
 	r := &Runner{spec: &Spec{Mode: "pty", Cols: 80, Rows: 24}, log: newLogger(io.Discard), screenStart: inProcScreen(t)}
