@@ -35,6 +35,9 @@ import (
 // wsCeiling serves each connection with serve (its error, if any, is
 // reported with the client's) and measures n bytes through it.
 func wsCeiling(ctx context.Context, n int64, serve func(context.Context, *websocket.Conn) error) (float64, error) {
+	// The sender is not left waiting for credit when this returns early.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
